@@ -1,0 +1,300 @@
+"""The DuckDB index: schema migrations, ingest from readers, status bookkeeping.
+
+One index file (``$REWIND_HOME/index.duckdb``) holds every store the operator
+opened. Connections are short-lived (one per operation, retried while another
+process holds the write lock) so the dashboard and the CLI can share it.
+Read queries for the CLI and pages live in ``app.queries``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from app.errors import RewindError
+from readers.base import CHECKPOINT_SCHEMA, Finding, HeadRecord, Reader, Scan
+
+Progress = Callable[[int, int | None], None]
+
+MIGRATIONS: list[str] = [
+    # 1: the common model
+    """
+    CREATE SEQUENCE IF NOT EXISTS store_ids START 1;
+    CREATE TABLE stores (
+        store_id INTEGER PRIMARY KEY DEFAULT nextval('store_ids'),
+        url TEXT NOT NULL UNIQUE, display_url TEXT, reader TEXT,
+        scan_token TEXT, indexed_at TIMESTAMPTZ, verified_at TIMESTAMPTZ);
+    CREATE TABLE checkpoints (
+        store_id INTEGER NOT NULL, run_id TEXT NOT NULL, namespace TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL, parent_id TEXT, step BIGINT, created_at TIMESTAMPTZ,
+        trigger TEXT, kind TEXT, status TEXT, status_reason TEXT, size_bytes BIGINT,
+        checksum TEXT, agent TEXT, codec TEXT, location TEXT, metadata JSON,
+        listed_status TEXT, listed_reason TEXT, verified TEXT);
+    CREATE TABLE events (
+        store_id INTEGER NOT NULL, run_id TEXT, namespace TEXT, checkpoint_id TEXT,
+        created_at TIMESTAMPTZ, kind TEXT, channel TEXT, task_id TEXT, message TEXT);
+    CREATE TABLE findings (
+        store_id INTEGER NOT NULL, run_id TEXT, namespace TEXT, checkpoint_id TEXT,
+        "check" TEXT NOT NULL, severity TEXT NOT NULL, message TEXT, depth TEXT,
+        found_at TIMESTAMPTZ);
+    CREATE TABLE heads (
+        store_id INTEGER NOT NULL, run_id TEXT NOT NULL, namespace TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL);
+    CREATE TABLE journal (
+        store_id INTEGER NOT NULL, action_id TEXT NOT NULL, seq BIGINT, acted_at TIMESTAMPTZ,
+        operator TEXT, action TEXT, run_id TEXT, namespace TEXT, target TEXT,
+        previous_head TEXT, new_head TEXT, superseded JSON, reason TEXT,
+        undoes TEXT, hash TEXT, prev_hash TEXT);
+    """,
+    # 2: the per-run summary pages and `ls` lean on
+    """
+    CREATE VIEW runs AS
+    SELECT c.store_id, c.run_id,
+           arg_max(c.agent, c.created_at) AS agent,
+           count(*) AS checkpoints,
+           count(DISTINCT c.namespace) AS namespaces,
+           min(c.created_at) AS first_at, max(c.created_at) AS last_at,
+           max(c.step) AS last_step,
+           coalesce(sum(c.size_bytes), 0) AS size_bytes,
+           count(*) FILTER (WHERE c.status = 'ok') AS ok,
+           count(*) FILTER (WHERE c.status = 'corrupt') AS corrupt,
+           count(*) FILTER (WHERE c.status = 'incomplete') AS incomplete,
+           count(*) FILTER (WHERE c.status = 'quarantined') AS quarantined,
+           count(*) FILTER (WHERE c.status = 'superseded') AS superseded
+    FROM checkpoints c GROUP BY c.store_id, c.run_id;
+    """,
+]
+
+CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_SCHEMA.names)
+LOCK_RETRY_SECONDS = 15.0
+
+
+@dataclass
+class RefreshReport:
+    store_id: int
+    full: bool
+    changed: bool
+    checkpoints: int = 0
+    events: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Catalog:
+    """The index file and the operations that write it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._memory = duckdb.connect(":memory:") if self.path == ":memory:" else None
+        with self.connect() as con:
+            migrate(con)
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection for one operation (a cursor of the shared one for :memory:)."""
+        if self._memory is not None:
+            cur = self._memory.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+            return
+        con = _connect_with_retry(self.path)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    # ---- stores -----------------------------------------------------------------
+
+    def store_id(self, url: str, reader: str, display_url: str) -> int:
+        with self.connect() as con:
+            row = con.execute("SELECT store_id FROM stores WHERE url = ?", [url]).fetchone()
+            if row:
+                con.execute("UPDATE stores SET reader = ?, display_url = ? WHERE store_id = ?",
+                            [reader, display_url, row[0]])
+                return int(row[0])
+            con.execute("INSERT INTO stores (url, reader, display_url) VALUES (?, ?, ?)",
+                        [url, reader, display_url])
+            return int(con.execute("SELECT store_id FROM stores WHERE url = ?", [url]).fetchone()[0])
+
+    def scan_token(self, store_id: int) -> str | None:
+        with self.connect() as con:
+            row = con.execute("SELECT scan_token FROM stores WHERE store_id = ?", [store_id]).fetchone()
+        return row[0] if row else None
+
+    # ---- ingest -----------------------------------------------------------------
+
+    def refresh(self, store_id: int, reader: Reader, *, full: bool = False,
+                progress: Progress | None = None) -> RefreshReport:
+        """Bring the store's rows up to date; reads only what changed unless ``full``."""
+        started = time.perf_counter()
+        scan = reader.scan(None if full else self.scan_token(store_id))
+        report = RefreshReport(store_id, scan.full, changed=False)
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                self._ingest(con, store_id, scan, report, progress)
+                con.execute("UPDATE stores SET scan_token = ?, indexed_at = ? WHERE store_id = ?",
+                            [scan.token, datetime.now(UTC), store_id])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        report.findings = scan.findings
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _ingest(self, con: duckdb.DuckDBPyConnection, store_id: int, scan: Scan,
+                report: RefreshReport, progress: Progress | None) -> None:
+        if scan.full:
+            for table in ("checkpoints", "events", "heads"):
+                con.execute(f"DELETE FROM {table} WHERE store_id = ?", [store_id])
+            con.execute("DELETE FROM findings WHERE store_id = ? AND checkpoint_id IS NULL", [store_id])
+        first = scan.full
+        for batch in scan.checkpoints:
+            _upsert_checkpoints(con, store_id, batch, fresh=first and report.checkpoints == 0)
+            report.checkpoints += batch.num_rows
+            report.changed = True
+            if progress:
+                progress(report.checkpoints, None)
+        for batch in scan.events:
+            _insert_events(con, store_id, batch, replace=not scan.full)
+            report.events += batch.num_rows
+        _insert_findings(con, store_id, scan.findings, depth="catalog")
+        if scan.heads:
+            _upsert_heads(con, store_id, scan.heads)
+        report.changed = report.changed or bool(scan.findings or scan.heads)
+
+    # ---- verification results ---------------------------------------------------
+
+    def record_findings(self, store_id: int, checkpoint_ids: list[str], findings: list[Finding],
+                        depth: str) -> None:
+        """Replace the findings of ``checkpoint_ids`` and set their statuses from them."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            ids = pa.table({"checkpoint_id": pa.array(checkpoint_ids, pa.string())})
+            con.register("checked_ids", ids)
+            con.execute("""DELETE FROM findings WHERE store_id = ? AND depth <> 'catalog'
+                           AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""", [store_id])
+            _insert_findings(con, store_id, findings, depth)
+            con.execute("""UPDATE checkpoints SET verified = ?, status = listed_status,
+                           status_reason = listed_reason
+                           WHERE store_id = ? AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)
+                           AND status NOT IN ('quarantined', 'superseded')""", [depth, store_id])
+            _apply_error_statuses(con, store_id)
+            con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?",
+                        [datetime.now(UTC), store_id])
+            con.execute("COMMIT")
+            con.unregister("checked_ids")
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Apply pending numbered migrations; returns the schema version."""
+    con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+    current = int(row[0] or 0)
+    for number, sql in enumerate(MIGRATIONS, start=1):
+        if number > current:
+            con.execute("BEGIN TRANSACTION")
+            con.execute(sql)
+            con.execute("INSERT INTO schema_version VALUES (?)", [number])
+            con.execute("COMMIT")
+            current = number
+    return current
+
+
+def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + LOCK_RETRY_SECONDS
+    while True:
+        try:
+            return duckdb.connect(path)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise RewindError(f"the index {path} is busy or unreadable: {exc}") from None
+            time.sleep(0.1)
+
+
+def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int, batch: pa.Table,
+                        fresh: bool) -> None:
+    con.register("incoming", batch)
+    try:
+        if not fresh:
+            # an 'incomplete' pending row never replaces a listed checkpoint
+            con.execute("""DELETE FROM checkpoints c USING incoming i
+                WHERE c.store_id = ? AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
+                AND c.namespace = coalesce(i.namespace, '')
+                AND NOT (i.status = 'incomplete' AND c.listed_status <> 'incomplete')""", [store_id])
+        keep = "" if fresh else """WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE
+            c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
+            AND c.namespace = coalesce(i.namespace, ''))"""
+        con.execute(f"""INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}, store_id, listed_status,
+                listed_reason)
+            SELECT i.run_id, coalesce(i.namespace, ''), i.checkpoint_id, i.parent_id, i.step,
+                i.created_at, i.trigger, i.kind, i.status, i.status_reason, i.size_bytes,
+                i.checksum, i.agent, i.codec, i.location, i.metadata, $sid, i.status,
+                i.status_reason
+            FROM incoming i {keep}""", {"sid": store_id})
+    finally:
+        con.unregister("incoming")
+
+
+def _insert_events(con: duckdb.DuckDBPyConnection, store_id: int, batch: pa.Table,
+                   replace: bool) -> None:
+    con.register("incoming_events", batch)
+    try:
+        if replace:
+            con.execute("""DELETE FROM events e USING (SELECT DISTINCT checkpoint_id FROM
+                incoming_events) i WHERE e.store_id = ? AND e.checkpoint_id = i.checkpoint_id""",
+                        [store_id])
+        con.execute("""INSERT INTO events SELECT ?, run_id, coalesce(namespace, ''), checkpoint_id,
+            created_at, kind, channel, task_id, message FROM incoming_events""", [store_id])
+    finally:
+        con.unregister("incoming_events")
+
+
+def _insert_findings(con: duckdb.DuckDBPyConnection, store_id: int, findings: list[Finding],
+                     depth: str) -> None:
+    if not findings:
+        return
+    now = datetime.now(UTC)
+    rows = [(store_id, f.run_id, f.namespace or "", f.checkpoint_id, f.check, f.severity,
+             f.message, depth, now) for f in findings]
+    con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _upsert_heads(con: duckdb.DuckDBPyConnection, store_id: int, heads: list[HeadRecord]) -> None:
+    rows = [(store_id, h.run_id, h.namespace or "", h.checkpoint_id) for h in heads]
+    table = pa.table({"store_id": [r[0] for r in rows], "run_id": [r[1] for r in rows],
+                      "namespace": [r[2] for r in rows], "checkpoint_id": [r[3] for r in rows]})
+    con.register("incoming_heads", table)
+    try:
+        con.execute("""DELETE FROM heads h USING incoming_heads i WHERE h.store_id = i.store_id
+                       AND h.run_id = i.run_id AND h.namespace = i.namespace""")
+        con.execute("INSERT INTO heads SELECT store_id, run_id, namespace, checkpoint_id FROM incoming_heads")
+    finally:
+        con.unregister("incoming_heads")
+
+
+def _apply_error_statuses(con: duckdb.DuckDBPyConnection, store_id: int) -> None:
+    """Checkpoints with an error finding become corrupt (or incomplete), with its message."""
+    con.execute("""
+        UPDATE checkpoints c SET
+            status = CASE WHEN f."check" = 'incomplete' THEN 'incomplete' ELSE 'corrupt' END,
+            status_reason = f.message
+        FROM (SELECT checkpoint_id, run_id, namespace,
+                     arg_min("check", found_at) AS "check", arg_min(message, found_at) AS message
+              FROM findings WHERE store_id = $sid AND severity = 'error' AND checkpoint_id IS NOT NULL
+              GROUP BY ALL) f
+        WHERE c.store_id = $sid AND c.checkpoint_id = f.checkpoint_id AND c.run_id = f.run_id
+          AND c.namespace = f.namespace AND c.status NOT IN ('quarantined', 'superseded')""",
+                {"sid": store_id})

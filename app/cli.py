@@ -1,0 +1,167 @@
+"""The ``rewind`` command: a thin layer over app.stores / app.queries / app.show.
+
+Exit codes: 0 ok, 1 error-severity findings or a conflict, 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app import output, queries
+from app.catalog import Catalog
+from app.config import Settings, load_settings
+from app.errors import RewindError
+from app.show import show_checkpoint
+from app.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
+from app.verify import verify_store
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="where the index lives (default: $REWIND_HOME or the user cache dir)")
+    common.add_argument("--format", choices=("table", "json"), default=None, help="output format")
+    common.add_argument("--reader", help="reader to use instead of picking one from the URL")
+    parser = argparse.ArgumentParser(prog="rewind", parents=[common],
+                                     description="Inspect, verify and recover checkpoints.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("index", parents=[common], help="index a store (incremental)")
+    p.add_argument("store")
+    p.add_argument("--full", action="store_true", help="rescan and re-check everything")
+    p.add_argument("--check", choices=CHECK_DEPTHS, default="data",
+                   help="check new checkpoints: data (re-hash, decode), structure, none")
+    p = sub.add_parser("ls", parents=[common], help="list checkpoints")
+    p.add_argument("store")
+    p.add_argument("--run", help="only this run")
+    p.add_argument("--status", help="only this status (ok, corrupt, incomplete, …)")
+    p = sub.add_parser("show", parents=[common], help="one checkpoint: metadata, state, writes")
+    p.add_argument("store")
+    p.add_argument("checkpoint", help="checkpoint id or unique prefix")
+    p = sub.add_parser("verify", parents=[common], help="check integrity; exit 1 on errors")
+    p.add_argument("store")
+    p.add_argument("--read-data", action="store_true", help="re-hash and decode every blob")
+    p = sub.add_parser("ui", parents=[common], help="open the dashboard")
+    p.add_argument("stores", nargs="*")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; see docs/security.md before exposing)")
+    p.add_argument("--allow-write", action="store_true", help="enable write actions in the UI")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fmt = args.format or "table"
+    try:
+        settings = load_settings(args.home)
+        return COMMANDS[args.command](args, settings, fmt)
+    except RewindError as exc:
+        output.error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _catalog(settings: Settings) -> Catalog:
+    return open_catalog(settings)
+
+
+def _progress(fmt: str, label: str) -> Callable[[int, int | None], None] | None:
+    return output.progress_bar(label) if fmt != "json" else None
+
+
+def _ensure(args: argparse.Namespace, settings: Settings, fmt: str):
+    catalog = _catalog(settings)
+    summary = index_store(catalog, args.store, reader_name=args.reader,
+                          progress=_progress(fmt, "indexing"))
+    return catalog, summary
+
+
+def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    catalog = _catalog(settings)
+    summary = index_store(catalog, args.store, reader_name=args.reader, full=args.full,
+                          check=args.check, progress=_progress(fmt, "indexing"))
+    store = summary.store
+    found = summary.refresh.findings + (summary.verify.findings if summary.verify else [])
+    report = {
+        "store": store.display_url, "reader": store.reader.name, "full": summary.refresh.full,
+        "changed": summary.refresh.changed, "checkpoints_read": summary.refresh.checkpoints,
+        "events_read": summary.refresh.events,
+        "checked": summary.verify.checked if summary.verify else 0,
+        "check": args.check, "findings": [f.to_dict() for f in found],
+        "seconds": round(summary.refresh.seconds + (summary.verify.seconds if summary.verify else 0), 3),
+        "overview": output.overview_dict(queries.overview(catalog, store.store_id)),
+    }
+    output.emit(report, fmt, output.render_index)
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    catalog, summary = _ensure(args, settings, fmt)
+    rows = queries.list_checkpoints(catalog, summary.store.store_id, run_id=args.run,
+                                    status=args.status)
+    if fmt == "json":
+        rows = [{k: r[k] for k in queries.LS_FIELDS} for r in rows]
+    output.emit(rows, fmt, output.render_ls)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    catalog, summary = _ensure(args, settings, fmt)
+    result = show_checkpoint(catalog, summary.store, args.checkpoint)
+    output.emit(result, fmt, output.render_show)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    catalog = _catalog(settings)
+    summary = index_store(catalog, args.store, reader_name=args.reader, check="none",
+                          progress=_progress(fmt, "indexing"))
+    report = verify_store(catalog, summary.store.store_id, summary.store.reader,
+                          read_data=args.read_data, progress=_progress(fmt, "verifying"))
+    found = summary.refresh.findings + report.findings
+    result = {"checked": report.checked, "depth": report.depth,
+              "findings": [f.to_dict() for f in found], "seconds": round(report.seconds, 3)}
+    output.emit(result, fmt, output.render_verify)
+    return 1 if any(f.severity == "error" for f in found) else 0
+
+
+def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    catalog = _catalog(settings)
+    urls = [normalize_url(s) for s in args.stores]
+    for url in urls:
+        index_store(catalog, url, reader_name=args.reader, progress=_progress(fmt, f"indexing {url}"))
+    env = dict(os.environ, REWIND_HOME=str(settings.home), REWIND_STORES=os.pathsep.join(urls))
+    if args.allow_write:
+        env["REWIND_ALLOW_WRITE"] = "1"
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        output.warn(f"serving on {args.host}: anyone who can reach it can read these stores; "
+                    "put a login in front of it (docs/security.md)")
+    entry = Path(__file__).with_name("streamlit_app.py")
+    command = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.address", args.host,
+               "--server.port", str(args.port), "--server.headless", "true",
+               "--browser.gatherUsageStats", "false"]
+    output.info(f"Rewind dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
+    return subprocess.call(command, env=env)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Settings, str], int]] = {
+    "index": cmd_index, "ls": cmd_ls, "show": cmd_show, "verify": cmd_verify, "ui": cmd_ui,
+}
+
+
+def entry() -> Any:  # pragma: no cover - console script shim
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Rewind's exception tree. Every message is written for the operator.
+
+    RewindError                  base; the CLI prints it as one line, pages as st.error
+    ├── UsageError               bad arguments (CLI exit 2)
+    ├── StoreNotFound            the URL points at nothing (exit 2)
+    ├── ReaderError              a store could not be read as its format (exit 2)
+    │   ├── MissingDependency    an optional package is needed; names the extra to install
+    │   ├── UnsafePath           a blob path leaves the store root
+    │   └── DecodeError          one checkpoint's bytes could not be decoded (becomes a finding)
+    ├── CheckpointNotFound       no checkpoint matches an id or prefix (exit 2)
+    │   └── AmbiguousCheckpoint  a prefix matches several checkpoints (exit 2)
+    ├── ConflictError            the head moved since it was read (exit 1)
+    └── WriteDisabled            a write action while writes are switched off (exit 2)
+"""
+
+from __future__ import annotations
+
+
+class RewindError(Exception):
+    """Base of every error Rewind raises on purpose."""
+
+    exit_code = 2
+
+
+class UsageError(RewindError):
+    """The command was called wrongly."""
+
+
+class StoreNotFound(RewindError):
+    """The store URL does not exist."""
+
+
+class ReaderError(RewindError):
+    """The store exists but cannot be read as the chosen format."""
+
+
+class MissingDependency(ReaderError):
+    """An optional dependency is missing; the message names the extra."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs the Python package '{package}': "
+            f"pip install 'rewind[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class UnsafePath(ReaderError):
+    """A path named inside a store points outside the store root."""
+
+
+class DecodeError(ReaderError):
+    """A checkpoint's payload could not be decoded into plain data."""
+
+
+class CheckpointNotFound(RewindError):
+    """No checkpoint matches the id or prefix."""
+
+
+class AmbiguousCheckpoint(CheckpointNotFound):
+    """An id prefix matches more than one checkpoint."""
+
+
+class ConflictError(RewindError):
+    """Optimistic concurrency failed: the head is not the one expected."""
+
+    exit_code = 1
+
+
+class WriteDisabled(RewindError):
+    """A write action was requested but writes are not enabled."""

@@ -1,0 +1,167 @@
+"""How the CLI prints: JSON for scripts, compact tables for people, messages on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import date, datetime
+from typing import Any
+
+from app.queries import Overview
+
+STATE_PREVIEW_CHARS = 4000
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return {"$bytes": len(value)}
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return str(value)
+
+
+def dumps(value: Any, indent: int | None = 2) -> str:
+    return json.dumps(value, default=to_jsonable, indent=indent, ensure_ascii=False, allow_nan=False
+                      ) if _finite(value) else json.dumps(_nan_safe(value), default=to_jsonable,
+                                                          indent=indent, ensure_ascii=False)
+
+
+def _finite(value: Any) -> bool:
+    try:
+        json.dumps(value, default=to_jsonable, allow_nan=False)
+        return True
+    except ValueError:
+        return False
+
+
+def _nan_safe(value: Any) -> Any:
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _nan_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_safe(v) for v in value]
+    return value
+
+
+def emit(value: Any, fmt: str, render: Callable[[Any], str]) -> None:
+    text = dumps(value) if fmt == "json" else render(value)
+    sys.stdout.write(text.rstrip("\n") + "\n")
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"rewind: error: {message}\n")
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"rewind: warning: {message}\n")
+
+
+def info(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def progress_bar(label: str) -> Callable[[int, int | None], None] | None:
+    """A tqdm bar on a terminal; nothing when stderr is not a TTY."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    bar = tqdm(desc=label, unit="ckpt", file=sys.stderr, leave=False)
+
+    def update(done: int, total: int | None) -> None:
+        if total is not None and bar.total != total:
+            bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return update
+
+
+def overview_dict(o: Overview) -> dict[str, Any]:
+    return asdict(o)
+
+
+def human_bytes(n: Any) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(n)
+
+
+def _time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else str(value or "-")
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+def render_ls(rows: list[dict[str, Any]]) -> str:
+    body = [[r["run_id"] + (f" [{r['namespace']}]" if r.get("namespace") else ""),
+             str(r["step"] if r["step"] is not None else "-"), _time(r["created_at"]),
+             r["trigger"] or "-", r["kind"] or "-", r["status"], human_bytes(r["size_bytes"]),
+             r["checkpoint_id"], (r.get("status_reason") or "")[:60]] for r in rows]
+    header = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
+    return table(body, header) + f"\n{len(rows)} checkpoint(s)"
+
+
+def render_show(result: dict[str, Any]) -> str:
+    c = result["checkpoint"]
+    lines = [f"checkpoint {c['checkpoint_id']}",
+             f"  run {c['run_id']}{' [' + c['namespace'] + ']' if c.get('namespace') else ''}"
+             f"  step {c['step']}  {c['trigger'] or '-'}  {c['kind']}  {human_bytes(c['size_bytes'])}",
+             f"  created {_time(c['created_at'])}  status {c['status']}"
+             + (f" ({c['status_reason']})" if c.get("status_reason") else ""),
+             f"  parent {c.get('parent_id') or '-'}  head {result.get('head') or '-'}"]
+    for f in result.get("findings", []):
+        lines.append(f"  finding [{f['severity']}] {f['check']}: {f['message']}")
+    if result.get("state_error"):
+        lines.append(f"state: cannot be shown: {result['state_error']}")
+    else:
+        text = dumps(result["state"])
+        more = len(text) > STATE_PREVIEW_CHARS
+        lines.append("state:\n" + text[:STATE_PREVIEW_CHARS] + ("\n… (use --format json for all)" if more else ""))
+    if result.get("pending_writes"):
+        lines.append(f"pending writes: {len(result['pending_writes'])}")
+        lines.extend(f"  {w.get('channel')}: {str(w.get('value'))[:100]}" for w in result["pending_writes"])
+    return "\n".join(lines)
+
+
+def render_index(report: dict[str, Any]) -> str:
+    o = report["overview"]
+    status = ", ".join(f"{k} {v}" for k, v in o["by_status"].items()) or "empty"
+    lines = [f"indexed {report['store']} ({report['reader']}): {o['checkpoints']} checkpoints in "
+             f"{o['runs']} runs, {human_bytes(o['size_bytes'])}; {status}",
+             f"read {report['checkpoints_read']} catalog rows, checked {report['checked']} "
+             f"({report['check']}) in {report['seconds']} s"]
+    lines.extend(_finding_lines(report["findings"]))
+    return "\n".join(lines)
+
+
+def render_verify(result: dict[str, Any]) -> str:
+    errors = sum(1 for f in result["findings"] if f["severity"] == "error")
+    lines = [f"checked {result['checked']} checkpoints ({result['depth']}): "
+             f"{len(result['findings'])} finding(s), {errors} error(s)"]
+    lines.extend(_finding_lines(result["findings"]))
+    return "\n".join(lines)
+
+
+def _finding_lines(found: list[dict[str, Any]], limit: int = 50) -> list[str]:
+    lines = [f"  [{f['severity']}] {f['check']} {f.get('run_id') or ''} {f.get('checkpoint_id') or ''}: "
+             f"{f['message']}" for f in found[:limit]]
+    if len(found) > limit:
+        lines.append(f"  … {len(found) - limit} more (use --format json)")
+    return lines

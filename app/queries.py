@@ -1,0 +1,206 @@
+"""Read queries over the index for the CLI and the pages (aggregation happens in SQL)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from app.catalog import Catalog
+from app.errors import AmbiguousCheckpoint, CheckpointNotFound
+from readers.base import CheckpointRecord, record_from_row
+
+LS_FIELDS = ("run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at", "trigger",
+             "kind", "status", "status_reason", "size_bytes")
+DEFAULT_MAX_POINTS = 3000
+
+
+@dataclass
+class Overview:
+    checkpoints: int = 0
+    runs: int = 0
+    agents: int = 0
+    size_bytes: int = 0
+    first_at: Any = None
+    last_at: Any = None
+    by_status: dict[str, int] = field(default_factory=dict)
+    findings: dict[str, int] = field(default_factory=dict)
+
+
+def _frame(catalog: Catalog, sql: str, params: Any = None) -> pd.DataFrame:
+    with catalog.connect() as con:
+        return con.execute(sql, params or []).df()
+
+
+def _rows(catalog: Catalog, sql: str, params: Any = None) -> list[dict[str, Any]]:
+    with catalog.connect() as con:
+        cur = con.execute(sql, params or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def stores(catalog: Catalog) -> pd.DataFrame:
+    return _frame(catalog, """SELECT s.store_id, s.display_url, s.reader, s.indexed_at, s.verified_at,
+        count(c.checkpoint_id) AS checkpoints, count(DISTINCT c.run_id) AS runs,
+        coalesce(sum(c.size_bytes), 0) AS size_bytes
+        FROM stores s LEFT JOIN checkpoints c USING (store_id)
+        GROUP BY ALL ORDER BY s.store_id""")
+
+
+def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
+                     status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Checkpoints in the ``ls`` JSON shape, by run then time."""
+    where, params = _where(store_id, run_id=run_id, status=status)
+    sql = f"""SELECT {', '.join(LS_FIELDS)}, agent FROM checkpoints WHERE {where}
+              ORDER BY run_id, namespace, created_at, step, checkpoint_id"""
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    return _rows(catalog, sql, params)
+
+
+def _where(store_id: int, **filters: Any) -> tuple[str, list[Any]]:
+    clauses, params = ["store_id = ?"], [store_id]
+    for column, value in filters.items():
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    return " AND ".join(clauses), params
+
+
+def resolve_checkpoint(catalog: Catalog, store_id: int, ref: str) -> CheckpointRecord:
+    """The checkpoint whose id is ``ref`` or starts with it (like git)."""
+    exact = _rows(catalog, "SELECT * FROM checkpoints WHERE store_id = ? AND checkpoint_id = ? LIMIT 2",
+                  [store_id, ref])
+    rows = exact or _rows(catalog, """SELECT * FROM checkpoints WHERE store_id = ?
+        AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", [store_id, ref])
+    if not rows:
+        raise CheckpointNotFound(f"no checkpoint matches {ref!r}")
+    if len({r["checkpoint_id"] for r in rows}) > 1:
+        shown = ", ".join(r["checkpoint_id"] for r in rows[:5])
+        raise AmbiguousCheckpoint(f"{ref!r} matches several checkpoints: {shown}… — give more characters")
+    return record_from_row(rows[0])
+
+
+def overview(catalog: Catalog, store_id: int) -> Overview:
+    row = _rows(catalog, """SELECT count(*) AS checkpoints, count(DISTINCT run_id) AS runs,
+        count(DISTINCT agent) AS agents, coalesce(sum(size_bytes), 0) AS size_bytes,
+        min(created_at) AS first_at, max(created_at) AS last_at
+        FROM checkpoints WHERE store_id = ?""", [store_id])[0]
+    result = Overview(**{k: v for k, v in row.items() if v is not None})
+    result.by_status = dict(_pairs(catalog, """SELECT status, count(*) FROM checkpoints
+        WHERE store_id = ? GROUP BY status ORDER BY 2 DESC""", store_id))
+    result.findings = dict(_pairs(catalog, """SELECT severity, count(*) FROM findings
+        WHERE store_id = ? GROUP BY severity""", store_id))
+    return result
+
+
+def _pairs(catalog: Catalog, sql: str, store_id: int) -> list[tuple[Any, Any]]:
+    with catalog.connect() as con:
+        return con.execute(sql, [store_id]).fetchall()
+
+
+def agents(catalog: Catalog, store_id: int) -> pd.DataFrame:
+    return _frame(catalog, """SELECT coalesce(agent, '(none)') AS agent, count(*) AS runs,
+        sum(checkpoints) AS checkpoints, sum(size_bytes) AS size_bytes, sum(corrupt) AS corrupt,
+        sum(incomplete) AS incomplete, max(last_at) AS last_at
+        FROM runs WHERE store_id = ? GROUP BY ALL ORDER BY agent""", [store_id])
+
+
+def runs(catalog: Catalog, store_id: int, agent: str | None = None) -> pd.DataFrame:
+    where = "AND agent = ?" if agent else ""
+    params = [store_id, agent] if agent else [store_id]
+    return _frame(catalog, f"""SELECT r.*, h.checkpoint_id AS head FROM runs r
+        LEFT JOIN heads h ON h.store_id = r.store_id AND h.run_id = r.run_id AND h.namespace = ''
+        WHERE r.store_id = ? {where} ORDER BY r.last_at DESC""", params)
+
+
+def storage_growth(catalog: Catalog, store_id: int, buckets: int = 200) -> pd.DataFrame:
+    """Bytes written per time bucket and per agent, with the running total."""
+    return _frame(catalog, """WITH span AS (SELECT min(epoch(created_at)) AS lo,
+            greatest(max(epoch(created_at)) - min(epoch(created_at)), 1) / $n AS width
+            FROM checkpoints WHERE store_id = $sid)
+        SELECT to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width) AS bucket,
+               coalesce(agent, '(none)') AS agent, sum(size_bytes) AS size_bytes,
+               sum(sum(size_bytes)) OVER (PARTITION BY coalesce(agent, '(none)')
+                   ORDER BY to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width)) AS total_bytes
+        FROM checkpoints, span WHERE store_id = $sid AND created_at IS NOT NULL
+        GROUP BY ALL ORDER BY bucket""", {"sid": store_id, "n": buckets})
+
+
+def recent_failures(catalog: Catalog, store_id: int, limit: int = 20) -> pd.DataFrame:
+    """Damaged checkpoints and error events, newest first."""
+    return _frame(catalog, """SELECT * FROM (
+        SELECT created_at, run_id, agent, checkpoint_id, status AS what, status_reason AS detail
+        FROM checkpoints WHERE store_id = $sid AND status IN ('corrupt', 'incomplete')
+        UNION ALL
+        SELECT e.created_at, e.run_id, NULL AS agent, e.checkpoint_id, e.kind AS what, e.message
+        FROM events e WHERE e.store_id = $sid AND e.kind IN ('error', 'timeout', 'crash', 'failure'))
+        ORDER BY created_at DESC NULLS LAST LIMIT $limit""", {"sid": store_id, "limit": limit})
+
+
+def timeline(catalog: Catalog, store_id: int, run_id: str | None = None, agent: str | None = None,
+             max_points: int = DEFAULT_MAX_POINTS) -> tuple[pd.DataFrame, bool]:
+    """Points for the timeline; bucketed in SQL when there are more than ``max_points``.
+
+    Returns the frame and whether it was aggregated (then ``count`` says how
+    many checkpoints a point stands for; damaged ones are always shown alone).
+    """
+    where, params = _where(store_id, run_id=run_id, agent=agent)
+    total = int(_rows(catalog, f"SELECT count(*) AS n FROM checkpoints WHERE {where}", params)[0]["n"])
+    if total <= max_points:
+        return _frame(catalog, f"""SELECT run_id, namespace, checkpoint_id, parent_id, step, created_at,
+            trigger, kind, status, status_reason, size_bytes, agent, 1 AS count
+            FROM checkpoints WHERE {where} ORDER BY created_at""", params), False
+    return _bucketed(catalog, where, params, max_points), True
+
+
+def _bucketed(catalog: Catalog, where: str, params: list[Any], max_points: int) -> pd.DataFrame:
+    buckets = max(max_points // 12, 10)
+    sql = f"""WITH sel AS (SELECT * FROM checkpoints WHERE {where}),
+        span AS (SELECT min(epoch(created_at)) AS lo,
+                 greatest(max(epoch(created_at)) - min(epoch(created_at)), 1) / {buckets} AS width FROM sel)
+        SELECT to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width) AS created_at,
+               trigger, status, count(*) AS count, sum(size_bytes) AS size_bytes,
+               count(DISTINCT run_id) AS runs, min(step) AS step, NULL AS checkpoint_id,
+               NULL AS run_id, NULL AS status_reason
+        FROM sel, span WHERE status = 'ok' GROUP BY ALL
+        UNION ALL
+        SELECT * FROM (SELECT created_at, trigger, status, 1, size_bytes, 1, step, checkpoint_id,
+               run_id, status_reason FROM sel WHERE status <> 'ok' ORDER BY created_at DESC
+               LIMIT {max_points // 2})
+        ORDER BY created_at"""
+    return _frame(catalog, sql, params)
+
+
+def events(catalog: Catalog, store_id: int, run_id: str | None = None,
+           checkpoint_id: str | None = None, limit: int = 2000) -> pd.DataFrame:
+    where, params = _where(store_id, run_id=run_id, checkpoint_id=checkpoint_id)
+    return _frame(catalog, f"""SELECT created_at, run_id, namespace, checkpoint_id, kind, channel,
+        task_id, message FROM events WHERE {where} ORDER BY created_at LIMIT {int(limit)}""", params)
+
+
+def findings(catalog: Catalog, store_id: int, checkpoint_id: str | None = None,
+             severity: str | None = None) -> list[dict[str, Any]]:
+    where, params = _where(store_id, checkpoint_id=checkpoint_id, severity=severity)
+    return _rows(catalog, f"""SELECT run_id, namespace, checkpoint_id, "check", severity, message
+        FROM findings WHERE {where} ORDER BY severity, run_id, checkpoint_id""", params)
+
+
+def head_of(catalog: Catalog, store_id: int, run_id: str, namespace: str = "") -> str | None:
+    rows = _rows(catalog, """SELECT checkpoint_id FROM heads WHERE store_id = ? AND run_id = ?
+        AND namespace = ?""", [store_id, run_id, namespace])
+    return rows[0]["checkpoint_id"] if rows else None
+
+
+def checkpoint_fields(record: CheckpointRecord) -> dict[str, Any]:
+    """The ``ls`` fields plus metadata and storage details for ``show``."""
+    out = {name: getattr(record, name) for name in LS_FIELDS}
+    out.update(agent=record.agent, checksum=record.checksum, codec=record.codec,
+               location=record.location, metadata=dict(record.metadata))
+    return out
+
+
+def metadata_json(record: CheckpointRecord) -> str:
+    return json.dumps(dict(record.metadata), sort_keys=True, default=str)

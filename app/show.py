@@ -1,0 +1,49 @@
+"""One checkpoint in full: fields, decoded state, pending writes, findings — redacted."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from app import queries
+from app.catalog import Catalog
+from app.errors import DecodeError
+from app.redact import redact
+from app.stores import OpenStore
+from readers.base import CheckpointRecord
+
+
+def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, Any]:
+    """The ``show`` JSON shape: {checkpoint, state, pending_writes} plus findings and events."""
+    record = queries.resolve_checkpoint(catalog, store.store_id, ref)
+    state, error = load_state_safely(store, record)
+    result: dict[str, Any] = {
+        "checkpoint": redact(queries.checkpoint_fields(record)),
+        "state": state,
+        "pending_writes": pending_writes(store, record),
+        "findings": queries.findings(catalog, store.store_id, record.checkpoint_id),
+        "events": redact(queries.events(catalog, store.store_id, checkpoint_id=record.checkpoint_id)
+                         .to_dict(orient="records")),
+        "head": queries.head_of(catalog, store.store_id, record.run_id, record.namespace),
+    }
+    if error:
+        result["state_error"] = error
+    return result
+
+
+def load_state_safely(store: OpenStore, record: CheckpointRecord) -> tuple[Any, str | None]:
+    """(redacted state, None) or (None, the reason it cannot be shown)."""
+    if record.status == "incomplete":
+        return None, record.status_reason or "the save never completed"
+    try:
+        return redact(store.reader.load_state(record)), None
+    except DecodeError as exc:
+        return None, str(exc)
+
+
+def pending_writes(store: OpenStore, record: CheckpointRecord) -> list[dict[str, Any]]:
+    try:
+        writes = store.reader.pending_writes(record)
+    except DecodeError as exc:
+        return [{"error": str(exc)}]
+    return [redact(asdict(w)) for w in writes]

@@ -1,0 +1,75 @@
+"""Opening stores and keeping their index fresh: the entry point the CLI and pages share."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.catalog import Catalog, RefreshReport
+from app.config import Settings, load_settings
+from app.errors import UsageError
+from app.verify import VerifyReport, verify_store
+from readers.base import Reader
+from readers.registry import display_url, open_reader, pick_reader
+
+CHECK_DEPTHS = ("data", "structure", "none")
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass
+class OpenStore:
+    """A store the index knows, with its reader open."""
+
+    url: str
+    store_id: int
+    reader: Reader
+
+    @property
+    def display_url(self) -> str:
+        return display_url(self.url)
+
+
+@dataclass
+class IndexSummary:
+    store: OpenStore
+    refresh: RefreshReport
+    verify: VerifyReport | None
+
+
+def open_catalog(settings: Settings | None = None) -> Catalog:
+    return Catalog((settings or load_settings()).index_path)
+
+
+def normalize_url(url: str) -> str:
+    """Local paths become absolute so one store has one index entry."""
+    if "://" in url:
+        return url.rstrip("/") if not url.startswith(("postgresql://", "postgres://")) else url
+    return os.path.abspath(os.path.expanduser(url))
+
+
+def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
+               storage_options: Mapping[str, Any] | None = None) -> OpenStore:
+    url = normalize_url(url)
+    name = reader_name or pick_reader(url, storage_options)
+    reader = open_reader(url, name, storage_options)
+    return OpenStore(url, catalog.store_id(url, name, display_url(url)), reader)
+
+
+def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, full: bool = False,
+                check: str = "data", progress: Progress | None = None) -> IndexSummary:
+    """Refresh the index for ``url`` and check what is new at the chosen depth.
+
+    Blobs are immutable, so a checkpoint verified once is not read again on
+    later refreshes; ``full`` rescans and re-checks everything.
+    """
+    if check not in CHECK_DEPTHS:
+        raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
+    store = open_store(catalog, url, reader_name)
+    refresh = catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
+    report = None
+    if check != "none":
+        report = verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
+                              only_unverified=not full, progress=progress)
+    return IndexSummary(store, refresh, report)

@@ -1,0 +1,221 @@
+"""The Reader interface every store format implements, and its records.
+
+A reader turns one store URL into:
+- a *scan*: batches of checkpoint rows (metadata only, never state blobs),
+  plus event rows and store-level findings, resumable from a token so a
+  refresh reads only what changed;
+- on demand, one checkpoint's decoded state, raw bytes and pending writes.
+
+Optional capabilities are detected with ``hasattr``: ``check_checkpoints``
+(format-specific integrity checks). Readers never modify a store.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+import pyarrow as pa
+
+Status = Literal["ok", "corrupt", "incomplete", "quarantined", "superseded"]
+Severity = Literal["error", "warning", "info"]
+STATUSES: tuple[str, ...] = ("ok", "corrupt", "incomplete", "quarantined", "superseded")
+TRIGGERS: tuple[str, ...] = ("periodic", "event", "manual", "final", "restore")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One checkpoint's metadata, as listed (no state)."""
+
+    run_id: str
+    checkpoint_id: str
+    namespace: str = ""
+    parent_id: str | None = None
+    step: int | None = None
+    created_at: datetime | None = None
+    trigger: str | None = None
+    kind: str = "full"
+    status: str = "ok"
+    status_reason: str | None = None
+    size_bytes: int | None = None
+    checksum: str | None = None
+    agent: str | None = None
+    codec: str | None = None
+    location: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """Something that happened on a run: an error, an interrupt, a restart."""
+
+    run_id: str
+    kind: str
+    namespace: str = ""
+    checkpoint_id: str | None = None
+    created_at: datetime | None = None
+    channel: str | None = None
+    task_id: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One integrity problem. ``checkpoint_id`` is None for store-level findings."""
+
+    check: str
+    severity: Severity
+    message: str
+    run_id: str | None = None
+    namespace: str = ""
+    checkpoint_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class HeadRecord:
+    """The checkpoint a run resumes from."""
+
+    run_id: str
+    checkpoint_id: str
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """A write recorded against a checkpoint but not yet applied (LangGraph ``writes``)."""
+
+    task_id: str
+    channel: str
+    value: Any
+    idx: int = 0
+    task_path: str = ""
+
+
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("namespace", pa.string()),
+        ("checkpoint_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("step", pa.int64()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("trigger", pa.string()),
+        ("kind", pa.string()),
+        ("status", pa.string()),
+        ("status_reason", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("checksum", pa.string()),
+        ("agent", pa.string()),
+        ("codec", pa.string()),
+        ("location", pa.string()),
+        ("metadata", pa.string()),
+    ]
+)
+
+EVENT_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("namespace", pa.string()),
+        ("checkpoint_id", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("kind", pa.string()),
+        ("channel", pa.string()),
+        ("task_id", pa.string()),
+        ("message", pa.string()),
+    ]
+)
+
+
+def checkpoints_table(records: Iterable[CheckpointRecord]) -> pa.Table:
+    """Rows in CHECKPOINT_SCHEMA from records (metadata serialised as JSON)."""
+    rows = [_checkpoint_row(r) for r in records]
+    return pa.Table.from_pylist(rows, schema=CHECKPOINT_SCHEMA)
+
+
+def _checkpoint_row(r: CheckpointRecord) -> dict[str, Any]:
+    row = {name: getattr(r, name) for name in CHECKPOINT_SCHEMA.names}
+    row["metadata"] = json.dumps(dict(r.metadata), default=str, sort_keys=True)
+    return row
+
+
+def events_table(events: Iterable[EventRecord]) -> pa.Table:
+    rows = [{name: getattr(e, name) for name in EVENT_SCHEMA.names} for e in events]
+    return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
+
+
+def record_from_row(row: Mapping[str, Any]) -> CheckpointRecord:
+    """Inverse of the table form: a CheckpointRecord from an index row."""
+    values = {name: row.get(name) for name in CHECKPOINT_SCHEMA.names}
+    meta = values.get("metadata")
+    values["metadata"] = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
+    values["namespace"] = values.get("namespace") or ""
+    values["kind"] = values.get("kind") or "full"
+    values["status"] = values.get("status") or "ok"
+    return CheckpointRecord(**values)
+
+
+@dataclass
+class Scan:
+    """The result of ``Reader.scan``.
+
+    ``full`` means the batches describe the whole store (the index replaces
+    what it had); otherwise they are additions and updates since the token
+    passed in (rows with an existing checkpoint id replace the old row).
+    ``token`` is opaque text to hand back on the next refresh; when it equals
+    the previous token nothing changed and ``checkpoints`` is empty.
+    """
+
+    token: str
+    full: bool
+    checkpoints: Iterator[pa.Table]
+    events: Iterator[pa.Table] = field(default_factory=lambda: iter(()))
+    findings: list[Finding] = field(default_factory=list)
+    heads: list[HeadRecord] | None = None
+
+
+class Reader(ABC):
+    """One store format. Subclasses set ``name`` and implement the methods."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.url = url
+        self.storage_options = dict(storage_options or {})
+
+    @classmethod
+    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+        """True when this reader recognises the store at ``url`` (cheap)."""
+        return False
+
+    @abstractmethod
+    def scan(self, since: str | None = None) -> Scan:
+        """List checkpoints (metadata only), resuming after ``since``."""
+
+    @abstractmethod
+    def load_state(self, record: CheckpointRecord) -> Any:
+        """The checkpoint's state as plain data. Raises DecodeError with the cause."""
+
+    @abstractmethod
+    def read_blob(self, record: CheckpointRecord) -> bytes:
+        """The raw bytes stored for the checkpoint."""
+
+    def pending_writes(self, record: CheckpointRecord) -> list[PendingWrite]:
+        """Writes recorded against the checkpoint (empty when the format has none)."""
+        return []
+
+    def close(self) -> None:
+        """Release connections and handles."""
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

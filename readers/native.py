@@ -1,0 +1,394 @@
+"""Reader for the native Rewind store (layout in readers/native_format.py, docs/format.md).
+
+Listing reads only the catalog: compacted Parquet parts plus the tail of
+JSON-lines commit markers, and the pending markers of saves in progress. A
+malformed catalog line becomes a store-level finding; every other line loads.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from app.errors import DecodeError, ReaderError, UnsafePath
+from readers import native_format as nf
+from readers.base import (
+    CHECKPOINT_SCHEMA,
+    EVENT_SCHEMA,
+    CheckpointRecord,
+    Finding,
+    HeadRecord,
+    Reader,
+    Scan,
+    checkpoints_table,
+)
+from readers.fsutil import is_temp_name, open_fs, require_dir, safe_join
+from readers.jsonpatch import PatchError, apply_patch
+
+MAX_CHAIN = 10_000
+STATE_CACHE_SIZE = 256
+BULK_LISTING_THRESHOLD = 200
+
+
+class NativeReader(Reader):
+    name = "native"
+    description = "Rewind's own checkpoint store on any fsspec URL"
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        self.fs, self.root = open_fs(url, storage_options)
+        require_dir(self.fs, self.root, url)
+        if not self.fs.exists(self._path(nf.MARKER)):
+            raise ReaderError(f"{url} is not a Rewind store (no {nf.MARKER})")
+        self._states: OrderedDict[tuple[str, str], Any] = OrderedDict()
+
+    @classmethod
+    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+        fs, root = open_fs(url, storage_options)
+        return bool(fs.exists(f"{root}/{nf.MARKER}"))
+
+    def _path(self, relative: str) -> str:
+        return safe_join(self.root, relative)
+
+    # ---- listing -------------------------------------------------------------
+
+    def scan(self, since: str | None = None) -> Scan:
+        listing = self._listing()
+        token = json.dumps(listing, sort_keys=True)
+        previous = _parse_token(since)
+        if previous == listing:
+            return Scan(token=token, full=False, checkpoints=iter(()))
+        full = previous is None or _something_vanished(previous, listing)
+        base = {} if full else previous
+        new_parts = _added(base.get("parts", {}), listing["parts"])
+        new_tail = _added(base.get("tail", {}), listing["tail"])
+        new_heads = _added(base.get("heads", {}), listing["heads"])
+        findings: list[Finding] = []
+        tables = self._part_tables(new_parts) + self._tail_tables(new_tail, findings)
+        pending = self._pending_table(listing["pending"], tables)
+        checkpoints = [_as_checkpoints(t) for t in tables if t.num_rows] + [pending]
+        return Scan(
+            token=token,
+            full=full,
+            checkpoints=iter([t for t in checkpoints if t.num_rows]),
+            events=iter([_events(t) for t in tables if t.num_rows]),
+            findings=findings,
+            heads=self._heads(new_heads),
+        )
+
+    def _listing(self) -> dict[str, dict[str, str]]:
+        return {
+            "parts": self._stamps(nf.PARTS, ".parquet"),
+            "tail": self._stamps(nf.TAIL, ".jsonl"),
+            "pending": self._stamps(nf.PENDING, ".json"),
+            "heads": self._stamps(nf.HEADS, ".json"),
+        }
+
+    def _stamps(self, folder: str, suffix: str) -> dict[str, str]:
+        path = self._path(folder)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return {}
+        stamps = {}
+        for info in entries:
+            name = posixpath.basename(info["name"].rstrip("/"))
+            if info.get("type") == "file" and name.endswith(suffix) and not is_temp_name(name):
+                stamps[name] = _stamp(info)
+        return stamps
+
+    def _part_tables(self, names: list[str]) -> list[pa.Table]:
+        tables = []
+        for name in sorted(names):
+            with self.fs.open(self._path(f"{nf.PARTS}/{name}"), "rb") as handle:
+                tables.append(pq.read_table(handle, schema=nf.ENTRY_SCHEMA))
+        return tables
+
+    def _tail_tables(self, names: list[str], findings: list[Finding]) -> list[pa.Table]:
+        if not names:
+            return []
+        paths = [self._path(f"{nf.TAIL}/{name}") for name in sorted(names)]
+        blobs = self.fs.cat(paths, on_error="return")
+        entries: list[dict[str, Any]] = []
+        for path in paths:
+            entries.extend(_parse_tail_file(path, blobs.get(path), self.root, findings))
+        return [nf.entries_table(entries)] if entries else []
+
+    def _pending_table(self, names: dict[str, str], tables: list[pa.Table]) -> pa.Table:
+        if not names:
+            return checkpoints_table([])
+        committed = {cid for t in tables for cid in t.column("checkpoint_id").to_pylist()}
+        paths = [self._path(f"{nf.PENDING}/{name}") for name in sorted(names)]
+        blobs = self.fs.cat(paths, on_error="return")
+        records = [_pending_record(p, blobs.get(p)) for p in paths]
+        return checkpoints_table(r for r in records if r and r.checkpoint_id not in committed)
+
+    def _heads(self, names: list[str]) -> list[HeadRecord]:
+        if not names:
+            return []
+        paths = [self._path(f"{nf.HEADS}/{name}") for name in sorted(names)]
+        blobs = self.fs.cat(paths, on_error="return")
+        heads = []
+        for path in paths:
+            head = _parse_json_object(blobs.get(path))
+            if head and head.get("run_id") and head.get("checkpoint_id"):
+                heads.append(
+                    HeadRecord(head["run_id"], head["checkpoint_id"], head.get("namespace") or "")
+                )
+        return heads
+
+    # ---- one checkpoint ------------------------------------------------------
+
+    def read_blob(self, record: CheckpointRecord) -> bytes:
+        if not record.location:
+            raise DecodeError(f"checkpoint {record.checkpoint_id} has no blob location")
+        try:
+            return self.fs.cat_file(self._path(record.location))
+        except FileNotFoundError:
+            raise DecodeError(f"blob missing: {record.location}") from None
+
+    def load_state(self, record: CheckpointRecord) -> Any:
+        ref = _ref(record.checkpoint_id, record.location, record.codec, record.checksum, record.kind)
+        return self._state(ref, depth=0)
+
+    def _state(self, ref: dict[str, Any], depth: int) -> Any:
+        if depth > MAX_CHAIN:
+            raise DecodeError("incremental chain too long or cyclic")
+        key = (str(ref.get("location")), str(ref.get("checksum")))
+        if key in self._states:
+            self._states.move_to_end(key)
+            return self._states[key]
+        state = self._decode(ref, depth)
+        self._states[key] = state
+        if len(self._states) > STATE_CACHE_SIZE:
+            self._states.popitem(last=False)
+        return state
+
+    def _decode(self, ref: dict[str, Any], depth: int) -> Any:
+        record = CheckpointRecord(run_id="", checkpoint_id=str(ref.get("checkpoint_id")),
+                                  location=ref.get("location"))
+        try:
+            data = self.read_blob(record)
+        except UnsafePath as exc:
+            raise DecodeError(str(exc)) from None
+        _check_checksum(data, ref)
+        value = nf.decode_payload(data, str(ref.get("codec")))
+        if ref.get("kind") != "incremental":
+            return value
+        return self._apply(value, ref, depth)
+
+    def _apply(self, value: Any, ref: dict[str, Any], depth: int) -> Any:
+        if not nf.is_patch(value) or not isinstance(value.get("parent"), dict):
+            raise DecodeError("incremental payload is not a patch envelope")
+        parent = value["parent"]
+        try:
+            base = self._state(parent, depth + 1)
+        except DecodeError as exc:
+            raise DecodeError(
+                f"incremental chain broken: parent {parent.get('checkpoint_id')} unreadable ({exc})"
+            ) from None
+        try:
+            return apply_patch(base, value["ops"])
+        except PatchError as exc:
+            raise DecodeError(f"incremental chain broken: {exc}") from None
+
+    # ---- integrity -------------------------------------------------------------
+
+    def check_checkpoints(
+        self, records: Iterable[CheckpointRecord], read_data: bool = False
+    ) -> Iterator[Finding]:
+        """Format checks: blob path, codec, blob present with the listed size, and
+        with ``read_data`` the sha256, decoding and the incremental chain."""
+        records = list(records)
+        sizes = self._blob_sizes(records)
+        for record in records:
+            problem = self._structural_problem(record, sizes)
+            if problem:
+                yield _finding(record, *problem)
+            elif read_data:
+                yield from self._data_findings(record)
+
+    def _blob_sizes(self, records: list[CheckpointRecord]) -> dict[str, int | None]:
+        if len(records) > BULK_LISTING_THRESHOLD:
+            try:
+                listing = self.fs.find(self._path(nf.BLOBS), detail=True)
+            except FileNotFoundError:
+                listing = {}
+            return {_rel(self.root, p): info.get("size") for p, info in listing.items()}
+        sizes: dict[str, int | None] = {}
+        for record in records:
+            if record.location:
+                try:
+                    sizes[record.location] = self.fs.info(self._path(record.location)).get("size")
+                except (FileNotFoundError, UnsafePath):
+                    continue
+        return sizes
+
+    def _structural_problem(
+        self, record: CheckpointRecord, sizes: dict[str, int | None]
+    ) -> tuple[str, str] | None:
+        if record.status == "incomplete":
+            return ("incomplete", record.status_reason or "save never committed")
+        if not record.location:
+            return ("blob-missing", "catalog entry names no blob")
+        try:
+            self._path(record.location)
+        except UnsafePath as exc:
+            return ("unsafe-path", str(exc))
+        if record.codec not in nf.CODECS:
+            return ("unknown-codec", f"unknown codec {record.codec!r} (known: {', '.join(nf.CODECS)})")
+        location = posixpath.normpath(record.location)
+        if location not in sizes:
+            return ("blob-missing", f"blob {record.location} does not exist")
+        actual = sizes[location]
+        if record.size_bytes is not None and actual is not None and actual != record.size_bytes:
+            return ("size-mismatch", f"blob is {actual} bytes, catalog says {record.size_bytes}")
+        return None
+
+    def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
+        try:
+            data = self.read_blob(record)
+            _check_checksum(data, _ref(record.checkpoint_id, record.location, record.codec,
+                                       record.checksum, record.kind))
+            self.load_state(record)
+        except DecodeError as exc:
+            yield _finding(record, _check_name(str(exc)), str(exc))
+
+
+# ---- helpers ------------------------------------------------------------------
+
+def _ref(cid: str, location: str | None, codec: str | None, checksum: str | None,
+         kind: str | None) -> dict[str, Any]:
+    return {"checkpoint_id": cid, "location": location, "codec": codec,
+            "checksum": checksum, "kind": kind or "full"}
+
+
+def _check_checksum(data: bytes, ref: dict[str, Any]) -> None:
+    expected = ref.get("checksum")
+    if expected and nf.sha256_text(data) != expected:
+        raise DecodeError(
+            f"sha256 mismatch: blob {ref.get('location')} hashes to "
+            f"{nf.sha256_text(data)[7:19]}…, catalog says {str(expected)[7:19]}…"
+        )
+
+
+def _check_name(message: str) -> str:
+    for prefix, check in (("sha256 mismatch", "sha256-mismatch"), ("blob missing", "blob-missing"),
+                          ("incremental chain broken", "chain-broken"),
+                          ("unknown codec", "unknown-codec")):
+        if message.startswith(prefix):
+            return check
+    return "undecodable"
+
+
+def _finding(record: CheckpointRecord, check: str, message: str) -> Finding:
+    severity = "error"
+    return Finding(check=check, severity=severity, message=message, run_id=record.run_id,
+                   namespace=record.namespace, checkpoint_id=record.checkpoint_id)
+
+
+def _rel(root: str, path: str) -> str:
+    return posixpath.normpath(path[len(root):].lstrip("/"))
+
+
+def _stamp(info: Mapping[str, Any]) -> str:
+    for key in ("ETag", "etag", "mtime", "LastModified", "last_modified", "created"):
+        if info.get(key) is not None:
+            return f"{info.get('size')}:{info[key]}"
+    return str(info.get("size"))
+
+
+def _parse_token(token: str | None) -> dict[str, dict[str, str]] | None:
+    if not token:
+        return None
+    try:
+        value = json.loads(token)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _added(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return [name for name, stamp in after.items() if before.get(name) != stamp]
+
+
+def _something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Parts or tail files removed with no new part to hold them: rescan everything."""
+    gone = any(n not in after.get(k, {}) for k in ("parts", "tail") for n in before.get(k, {}))
+    gone_pending = any(n not in after["pending"] for n in before.get("pending", {}))
+    grew = bool(_added(before.get("parts", {}), after["parts"]))
+    return (gone and not grew) or (gone_pending and not after["tail"] and not grew)
+
+
+def _parse_json_object(data: Any) -> dict[str, Any] | None:
+    if not isinstance(data, bytes):
+        return None
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parse_tail_file(path: str, data: Any, root: str, findings: list[Finding]) -> list[dict[str, Any]]:
+    name = _rel(root, path)
+    if not isinstance(data, bytes):
+        findings.append(Finding("catalog-unreadable", "error", f"{name}: cannot be read ({data})"))
+        return []
+    entries = []
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(nf.parse_entry(line))
+        except (ValueError, TypeError) as exc:
+            findings.append(Finding("catalog-line", "error", f"{name}:{lineno}: malformed catalog line: {exc}"))
+    return entries
+
+
+def _pending_record(path: str, data: Any) -> CheckpointRecord | None:
+    marker = _parse_json_object(data)
+    if not marker or not marker.get("checkpoint_id") or not marker.get("run_id"):
+        return None
+    started = nf.parse_time(marker.get("started_at"))
+    return CheckpointRecord(
+        run_id=marker["run_id"], checkpoint_id=marker["checkpoint_id"],
+        namespace=marker.get("namespace") or "", parent_id=marker.get("parent_id"),
+        step=marker.get("step"), created_at=started, trigger=marker.get("trigger"),
+        kind=marker.get("kind") or "full", status="incomplete",
+        status_reason=f"save started {_when(started)} but never committed (no commit marker)",
+        agent=marker.get("agent"), codec=marker.get("codec"), location=marker.get("location"),
+    )
+
+
+def _when(ts: datetime | None) -> str:
+    return nf.iso(ts) if ts else "at an unknown time"
+
+
+def _as_checkpoints(entries: pa.Table) -> pa.Table:
+    n = entries.num_rows
+    columns = {name: entries.column(name) for name in nf.ENTRY_SCHEMA.names}
+    columns["status"] = pa.array(["ok"] * n, pa.string())
+    columns["status_reason"] = pa.nulls(n, pa.string())
+    return pa.table([columns[name] for name in CHECKPOINT_SCHEMA.names], schema=CHECKPOINT_SCHEMA)
+
+
+def _events(entries: pa.Table) -> pa.Table:
+    """Events recorded in entry metadata as {"event": {"kind":…, "message":…}}."""
+    mask = pc.match_substring(entries.column("metadata"), '"event"')
+    hits = entries.filter(pc.fill_null(mask, False))
+    rows = []
+    for row in hits.select(["run_id", "namespace", "checkpoint_id", "created_at", "metadata"]).to_pylist():
+        event = json.loads(row.pop("metadata") or "{}").get("event")
+        if isinstance(event, dict):
+            rows.append({**row, "kind": str(event.get("kind", "event")), "channel": None,
+                         "task_id": None, "message": event.get("message")})
+    return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)

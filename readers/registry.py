@@ -1,0 +1,131 @@
+"""Which reader opens which URL.
+
+Built-in readers are named by dotted path and imported only when used, so
+optional dependencies (psycopg, s3fs…) are needed only for the stores that
+need them. Third-party readers register in the ``rewind.readers`` entry-point
+group as ``name = "package.module:ReaderClass"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from app.errors import MissingDependency, ReaderError, StoreNotFound, UsageError
+from readers.base import Reader
+
+BUILTIN_READERS: dict[str, str] = {
+    "native": "readers.native:NativeReader",
+    "langgraph-sqlite": "readers.langgraph_sqlite:LangGraphSqliteReader",
+    "langgraph-postgres": "readers.langgraph_postgres:LangGraphPostgresReader",
+}
+
+# top-level module that may be missing -> extra that provides it
+MODULE_EXTRAS: dict[str, str] = {
+    "psycopg": "postgres",
+    "s3fs": "s3",
+    "gcsfs": "gcs",
+    "adlfs": "azure",
+    "Crypto": "langgraph",
+    "safetensors": "training",
+    "distributed": "dask",
+}
+
+ENTRY_POINT_GROUP = "rewind.readers"
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+
+def available_readers() -> dict[str, str]:
+    """Every reader name -> 'module:Class' (built-ins first, then plugins)."""
+    found = dict(BUILTIN_READERS)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def load_reader_class(name: str) -> type[Reader]:
+    """Import the reader called ``name``; a missing package names the extra."""
+    target = available_readers().get(name)
+    if target is None:
+        known = ", ".join(sorted(available_readers()))
+        raise UsageError(f"unknown reader {name!r} (known: {known})")
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top in MODULE_EXTRAS:
+            raise MissingDependency(top, MODULE_EXTRAS[top], f"The {name} reader") from exc
+        raise
+    return getattr(module, attr)
+
+
+def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """The reader name for ``url``, from its scheme, suffix or contents."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("postgresql", "postgres"):
+        return "langgraph-postgres"
+    if scheme == "sqlite" or _looks_like_sqlite(url):
+        return "langgraph-sqlite"
+    if not scheme or scheme == "file":
+        _require_local_path(url)
+    for name in available_readers():
+        if name in ("langgraph-postgres", "langgraph-sqlite"):
+            continue
+        try:
+            if load_reader_class(name).sniff(url, storage_options):
+                return name
+        except MissingDependency:
+            raise
+        except ReaderError:
+            continue
+    raise ReaderError(
+        f"no reader recognises {display_url(url)}; name one with --reader "
+        f"({', '.join(sorted(available_readers()))})"
+    )
+
+
+def open_reader(
+    url: str, reader: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> Reader:
+    """An open reader for ``url`` (chosen automatically unless named)."""
+    name = reader or pick_reader(url, storage_options)
+    return load_reader_class(name)(url, storage_options)
+
+
+def display_url(url: str) -> str:
+    """``url`` without credentials, safe to show or log."""
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    authority, sep, tail = rest.partition("/")
+    if "@" in authority:
+        authority = authority.rsplit("@", 1)[1]
+    query_free = tail
+    for marker in ("password=", "secret=", "token=", "key="):
+        if marker in query_free.lower():
+            query_free = query_free.split("?", 1)[0]
+    return f"{scheme}://{authority}{sep}{query_free}"
+
+
+def _looks_like_sqlite(url: str) -> bool:
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if "://" in path:
+        return False
+    p = Path(path)
+    if p.suffix.lower() in SQLITE_SUFFIXES:
+        return True
+    try:
+        with p.open("rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _require_local_path(url: str) -> None:
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if not Path(path).exists():
+        raise StoreNotFound(f"store not found: {path} (no such file or folder)")

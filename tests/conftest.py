@@ -1,0 +1,5 @@
+"""Shared fixtures. Fixture modules for real servers live beside this file."""
+
+pytest_plugins = [
+    "tests.fixtures_pg",
+]
