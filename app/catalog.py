@@ -90,19 +90,25 @@ class RefreshReport:
 class Catalog:
     """The index file and the operations that write it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, keep_open: bool = True) -> None:
+        """``keep_open`` holds one connection for the object's life (fast, for one
+        command); without it each operation opens and closes the file so other
+        processes (the CLI beside a running dashboard) can take the write lock."""
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._memory = duckdb.connect(":memory:") if self.path == ":memory:" else None
+        self.keep_open = keep_open or self.path == ":memory:"
+        self._con: duckdb.DuckDBPyConnection | None = None
         with self.connect() as con:
             migrate(con)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for one operation (a cursor of the shared one for :memory:)."""
-        if self._memory is not None:
-            cur = self._memory.cursor()
+        """A connection for one operation (a cursor of the kept one, or a fresh one)."""
+        if self.keep_open:
+            if self._con is None:
+                self._con = _connect_with_retry(self.path)
+            cur = self._con.cursor()
             try:
                 yield cur
             finally:
@@ -113,6 +119,11 @@ class Catalog:
             yield con
         finally:
             con.close()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     # ---- stores -----------------------------------------------------------------
 
@@ -184,18 +195,34 @@ class Catalog:
             con.execute("BEGIN TRANSACTION")
             ids = pa.table({"checkpoint_id": pa.array(checkpoint_ids, pa.string())})
             con.register("checked_ids", ids)
-            con.execute("""DELETE FROM findings WHERE store_id = ? AND depth <> 'catalog'
+            con.execute("""DELETE FROM findings WHERE store_id = ? AND depth IN ('structure', 'data')
                            AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""", [store_id])
             _insert_findings(con, store_id, findings, depth)
-            con.execute("""UPDATE checkpoints SET verified = ?, status = listed_status,
-                           status_reason = listed_reason
-                           WHERE store_id = ? AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)
-                           AND status NOT IN ('quarantined', 'superseded')""", [depth, store_id])
+            con.execute("""UPDATE checkpoints SET verified = ?
+                           WHERE store_id = ? AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""",
+                        [depth, store_id])
+            _reset_statuses(con, store_id, "checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)")
             _apply_error_statuses(con, store_id)
             con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?",
                         [datetime.now(UTC), store_id])
             con.execute("COMMIT")
             con.unregister("checked_ids")
+
+    def replace_lineage_findings(self, store_id: int, findings: list[Finding]) -> None:
+        """Replace the store's lineage findings (parents missing, chains built on damage)."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            con.execute("DELETE FROM findings WHERE store_id = ? AND depth = 'lineage'", [store_id])
+            _insert_findings(con, store_id, findings, "lineage")
+            _reset_statuses(con, store_id, "status <> listed_status")
+            _apply_error_statuses(con, store_id)
+            con.execute("COMMIT")
+
+
+def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str) -> None:
+    con.execute(f"""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
+                    WHERE store_id = ? AND status NOT IN ('quarantined', 'superseded') AND ({where})""",
+                [store_id])
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

@@ -23,9 +23,9 @@ from app.verify import verify_store
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--home", help="where the index lives (default: $REWIND_HOME or the user cache dir)")
-    common.add_argument("--format", choices=("table", "json"), default=None, help="output format")
+    common.add_argument("--format", choices=("table", "json"), help="output format (default: table)")
     common.add_argument("--reader", help="reader to use instead of picking one from the URL")
     parser = argparse.ArgumentParser(prog="rewind", parents=[common],
                                      description="Inspect, verify and recover checkpoints.")
@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for option in ("home", "format", "reader"):
+        setattr(args, option, getattr(args, option, None))
     fmt = args.format or "table"
     try:
         settings = load_settings(args.home)
@@ -91,13 +93,14 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     summary = index_store(catalog, args.store, reader_name=args.reader, full=args.full,
                           check=args.check, progress=_progress(fmt, "indexing"))
     store = summary.store
-    found = summary.refresh.findings + (summary.verify.findings if summary.verify else [])
+    found = queries.store_findings(catalog, store.store_id) + [
+        f.to_dict() for f in (summary.verify.findings if summary.verify else [])]
     report = {
         "store": store.display_url, "reader": store.reader.name, "full": summary.refresh.full,
         "changed": summary.refresh.changed, "checkpoints_read": summary.refresh.checkpoints,
         "events_read": summary.refresh.events,
         "checked": summary.verify.checked if summary.verify else 0,
-        "check": args.check, "findings": [f.to_dict() for f in found],
+        "check": args.check, "findings": found,
         "seconds": round(summary.refresh.seconds + (summary.verify.seconds if summary.verify else 0), 3),
         "overview": output.overview_dict(queries.overview(catalog, store.store_id)),
     }
@@ -128,11 +131,12 @@ def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
                           progress=_progress(fmt, "indexing"))
     report = verify_store(catalog, summary.store.store_id, summary.store.reader,
                           read_data=args.read_data, progress=_progress(fmt, "verifying"))
-    found = summary.refresh.findings + report.findings
-    result = {"checked": report.checked, "depth": report.depth,
-              "findings": [f.to_dict() for f in found], "seconds": round(report.seconds, 3)}
+    found = queries.store_findings(catalog, summary.store.store_id) + [
+        f.to_dict() for f in report.findings]
+    result = {"checked": report.checked, "depth": report.depth, "findings": found,
+              "seconds": round(report.seconds, 3)}
     output.emit(result, fmt, output.render_verify)
-    return 1 if any(f.severity == "error" for f in found) else 0
+    return 1 if any(f["severity"] == "error" for f in found) else 0
 
 
 def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:

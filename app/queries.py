@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from app.catalog import Catalog
 from app.errors import AmbiguousCheckpoint, CheckpointNotFound
 from readers.base import CheckpointRecord, record_from_row
+
+if TYPE_CHECKING:  # pandas is imported only by the queries that return frames (fast CLI start)
+    import pandas as pd
 
 LS_FIELDS = ("run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at", "trigger",
              "kind", "status", "status_reason", "size_bytes")
@@ -30,8 +31,13 @@ class Overview:
 
 
 def _frame(catalog: Catalog, sql: str, params: Any = None) -> pd.DataFrame:
+    """A small result as a DataFrame (built from rows: pages never fetch big results)."""
+    import pandas as pd
+
     with catalog.connect() as con:
-        return con.execute(sql, params or []).df()
+        cur = con.execute(sql, params or [])
+        names = [d[0] for d in cur.description]
+        return pd.DataFrame.from_records(cur.fetchall(), columns=names)
 
 
 def _rows(catalog: Catalog, sql: str, params: Any = None) -> list[dict[str, Any]]:
@@ -186,6 +192,12 @@ def findings(catalog: Catalog, store_id: int, checkpoint_id: str | None = None,
     where, params = _where(store_id, checkpoint_id=checkpoint_id, severity=severity)
     return _rows(catalog, f"""SELECT run_id, namespace, checkpoint_id, "check", severity, message
         FROM findings WHERE {where} ORDER BY severity, run_id, checkpoint_id""", params)
+
+
+def store_findings(catalog: Catalog, store_id: int) -> list[dict[str, Any]]:
+    """Findings about the store itself (e.g. malformed catalog lines), not one checkpoint."""
+    return _rows(catalog, """SELECT run_id, namespace, checkpoint_id, "check", severity, message
+        FROM findings WHERE store_id = ? AND checkpoint_id IS NULL ORDER BY message""", [store_id])
 
 
 def head_of(catalog: Catalog, store_id: int, run_id: str, namespace: str = "") -> str | None:

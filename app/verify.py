@@ -42,9 +42,9 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
         report.checked += len(chunk)
         if progress:
             progress(report.checked, total)
-    lineage = parent_findings(catalog, store_id)
-    if lineage:
-        catalog.record_findings(store_id, [], lineage, depth)
+    if report.checked or not only_unverified:
+        lineage = parent_findings(catalog, store_id)
+        catalog.replace_lineage_findings(store_id, lineage)
         report.findings.extend(lineage)
     report.seconds = time.perf_counter() - started
     return report
@@ -76,35 +76,45 @@ def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
     with catalog.connect() as con:
         rows = con.execute(_LINEAGE_SQL, {"sid": store_id}).fetchall()
     findings = []
-    for run_id, namespace, cid, parent, kind, parent_status in rows:
-        if parent_status is None:
+    for run_id, namespace, cid, parent, kind, parent_state in rows:
+        if parent_state is None:
             severity = "error" if kind == "incremental" else "warning"
             message = f"parent {parent} is not in the store" + (
                 " (incremental chain broken)" if kind == "incremental" else " (orphan)")
             findings.append(Finding("parent-missing", severity, message, run_id, namespace, cid))
         else:
-            message = f"incremental chain broken: parent {parent} is {parent_status}"
+            message = f"incremental chain broken: parent {parent} is damaged"
             findings.append(Finding("chain-broken", "error", message, run_id, namespace, cid))
     return findings
 
 
 _LINEAGE_SQL = """
-WITH RECURSIVE bad(run_id, namespace, checkpoint_id, parent_id, kind, parent_status) AS (
-    SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.kind, p.status
+WITH RECURSIVE damaged AS (
+    SELECT DISTINCT checkpoint_id FROM findings
+    WHERE store_id = $sid AND severity = 'error' AND depth <> 'lineage' AND checkpoint_id IS NOT NULL
+    UNION SELECT checkpoint_id FROM checkpoints
+    WHERE store_id = $sid AND listed_status IN ('corrupt', 'incomplete')
+),
+bad(run_id, namespace, checkpoint_id, parent_id, kind, parent_state) AS (
+    SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.kind,
+           CASE WHEN p.checkpoint_id IS NULL THEN NULL ELSE 'damaged' END
     FROM checkpoints c
     LEFT JOIN checkpoints p ON p.store_id = c.store_id AND p.checkpoint_id = c.parent_id
          AND p.run_id = c.run_id AND p.namespace = c.namespace
     WHERE c.store_id = $sid AND c.parent_id IS NOT NULL
-      AND (p.checkpoint_id IS NULL OR (c.kind = 'incremental' AND p.status IN ('corrupt', 'incomplete')))
+      AND (p.checkpoint_id IS NULL
+           OR (c.kind = 'incremental' AND p.checkpoint_id IN (SELECT checkpoint_id FROM damaged)))
       AND NOT EXISTS (SELECT 1 FROM findings f WHERE f.store_id = $sid AND f.depth = 'catalog'
                       AND f.checkpoint_id = c.checkpoint_id AND f."check" = 'parent-missing')
     UNION
-    SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.kind, 'corrupt'
+    SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.kind, 'damaged'
     FROM checkpoints c JOIN bad b ON c.parent_id = b.checkpoint_id AND c.run_id = b.run_id
          AND c.namespace = b.namespace
     WHERE c.store_id = $sid AND c.kind = 'incremental'
 )
-SELECT DISTINCT * FROM bad ORDER BY run_id, checkpoint_id
+SELECT DISTINCT * FROM bad
+WHERE checkpoint_id NOT IN (SELECT checkpoint_id FROM damaged) OR parent_state IS NULL
+ORDER BY run_id, checkpoint_id
 """
 
 

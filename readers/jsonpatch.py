@@ -7,7 +7,6 @@ operation when a patch does not apply (a broken incremental chain).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +22,8 @@ def escape(token: str) -> str:
 
 
 def unescape(token: str) -> str:
+    if "~" not in token:
+        return token
     return token.replace("~1", "/").replace("~0", "~")
 
 
@@ -62,9 +63,23 @@ def _diff_dict(old: dict, new: dict, path: str) -> Iterator[Op]:
             yield {"op": "add", "path": child, "value": value}
 
 
+MAX_SHIFT = 64
+
+
 def _diff_list(old: list, new: list, path: str) -> Iterator[Op]:
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
+        prefix += 1
+    shift = _window_shift(old, new, prefix)
+    if shift:
+        # a sliding window: items dropped at ``prefix``, the rest kept, new ones appended
+        for _ in range(shift):
+            yield {"op": "remove", "path": f"{path}/{prefix}"}
+        for item in new[len(old) - shift:]:
+            yield {"op": "add", "path": f"{path}/-", "value": item}
+        return
     common = min(len(old), len(new))
-    for i in range(common):
+    for i in range(prefix, common):
         yield from _diff(old[i], new[i], f"{path}/{i}")
     for i in range(len(old) - 1, common - 1, -1):
         yield {"op": "remove", "path": f"{path}/{i}"}
@@ -72,15 +87,29 @@ def _diff_list(old: list, new: list, path: str) -> Iterator[Op]:
         yield {"op": "add", "path": f"{path}/-", "value": new[i]}
 
 
+def _window_shift(old: list, new: list, prefix: int) -> int:
+    """k > 0 when ``new`` is ``old`` with k items removed at ``prefix`` plus appended items."""
+    rest = len(old) - prefix
+    for k in range(1, min(rest, MAX_SHIFT) + 1):
+        kept = rest - k
+        if kept and len(new) >= prefix + kept and old[prefix + k:] == new[prefix:prefix + kept]:
+            return k
+    return 0
+
+
 def apply_patch(doc: Any, patch: list[Op]) -> Any:
-    """A new document: ``doc`` with every operation of ``patch`` applied."""
+    """A new document: ``doc`` with every operation of ``patch`` applied.
+
+    Copy-on-write: only the containers on each operation's path are copied,
+    so ``doc`` is never modified and unchanged parts are shared with it.
+    """
     if not isinstance(patch, list):
         raise PatchError("a patch must be a list of operations")
-    result = copy.deepcopy(doc)
+    result = doc
     for index, op in enumerate(patch):
         try:
             result = _apply_one(result, op)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             raise PatchError(f"operation {index} {_describe(op)} does not apply: {exc}") from None
     return result
 
@@ -93,24 +122,19 @@ def _describe(op: Any) -> str:
 
 def _apply_one(doc: Any, op: Op) -> Any:
     kind = op["op"]
-    if kind in ("add", "replace", "test"):
-        value = op["value"]
     if kind == "add":
-        return _add(doc, op["path"], copy.deepcopy(value))
+        return _add(doc, op["path"], op["value"])
     if kind == "remove":
-        _remove(doc, op["path"])
-        return doc
+        return _remove(doc, op["path"])
     if kind == "replace":
-        _remove(doc, op["path"]) if op["path"] else None
-        return _add(doc, op["path"], copy.deepcopy(value))
+        return _replace(doc, op["path"], op["value"])
     if kind == "move":
         moved = _get(doc, op["from"])
-        _remove(doc, op["from"])
-        return _add(doc, op["path"], moved)
+        return _add(_remove(doc, op["from"]), op["path"], moved)
     if kind == "copy":
-        return _add(doc, op["path"], copy.deepcopy(_get(doc, op["from"])))
+        return _add(doc, op["path"], _get(doc, op["from"]))
     if kind == "test":
-        if _get(doc, op["path"]) != value:
+        if _get(doc, op["path"]) != op["value"]:
             raise ValueError(f"test failed at {op['path']!r}")
         return doc
     raise ValueError(f"unknown op {kind!r}")
@@ -122,11 +146,26 @@ def _get(doc: Any, pointer: str) -> Any:
     return doc
 
 
-def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
+def _shallow(node: Any) -> Any:
+    if isinstance(node, dict):
+        return dict(node)
+    if isinstance(node, list):
+        return list(node)
+    raise TypeError(f"cannot descend into a {type(node).__name__}")
+
+
+def _copy_to_parent(doc: Any, pointer: str) -> tuple[Any, Any, str]:
+    """(new root, the copied parent container, last token) for ``pointer``."""
     tokens = split_pointer(pointer)
     if not tokens:
         raise ValueError("the root has no parent")
-    return _get(doc, "".join(f"/{escape(t)}" for t in tokens[:-1])), tokens[-1]
+    root = node = _shallow(doc)
+    for token in tokens[:-1]:
+        key = _index(node, token) if isinstance(node, list) else token
+        child = _shallow(node[key])
+        node[key] = child
+        node = child
+    return root, node, tokens[-1]
 
 
 def _index(seq: list, token: str, allow_end: bool = False) -> int:
@@ -143,21 +182,31 @@ def _index(seq: list, token: str, allow_end: bool = False) -> int:
 def _add(doc: Any, pointer: str, value: Any) -> Any:
     if pointer == "":
         return value
-    parent, token = _parent(doc, pointer)
+    root, parent, token = _copy_to_parent(doc, pointer)
     if isinstance(parent, list):
         parent.insert(_index(parent, token, allow_end=True), value)
-    elif isinstance(parent, dict):
+    else:
+        parent[token] = value
+    return root
+
+
+def _replace(doc: Any, pointer: str, value: Any) -> Any:
+    if pointer == "":
+        return value
+    root, parent, token = _copy_to_parent(doc, pointer)
+    if isinstance(parent, list):
+        parent[_index(parent, token)] = value
+    elif token in parent:
         parent[token] = value
     else:
-        raise TypeError(f"cannot add into a {type(parent).__name__}")
-    return doc
+        raise KeyError(token)
+    return root
 
 
-def _remove(doc: Any, pointer: str) -> None:
-    parent, token = _parent(doc, pointer)
+def _remove(doc: Any, pointer: str) -> Any:
+    root, parent, token = _copy_to_parent(doc, pointer)
     if isinstance(parent, list):
         del parent[_index(parent, token)]
-    elif isinstance(parent, dict):
-        del parent[token]
     else:
-        raise TypeError(f"cannot remove from a {type(parent).__name__}")
+        del parent[token]
+    return root

@@ -29,6 +29,7 @@ from readers.base import (
     Reader,
     Scan,
     checkpoints_table,
+    rows_table,
 )
 from readers.fsutil import is_temp_name, open_fs, require_dir, safe_join
 from readers.jsonpatch import PatchError, apply_patch
@@ -109,7 +110,7 @@ class NativeReader(Reader):
         tables = []
         for name in sorted(names):
             with self.fs.open(self._path(f"{nf.PARTS}/{name}"), "rb") as handle:
-                tables.append(pq.read_table(handle, schema=nf.ENTRY_SCHEMA))
+                tables.append(pq.ParquetFile(handle).read().cast(nf.ENTRY_SCHEMA))
         return tables
 
     def _tail_tables(self, names: list[str], findings: list[Finding]) -> list[pa.Table]:
@@ -391,4 +392,4 @@ def _events(entries: pa.Table) -> pa.Table:
         if isinstance(event, dict):
             rows.append({**row, "kind": str(event.get("kind", "event")), "channel": None,
                          "task_id": None, "message": event.get("message")})
-    return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
+    return rows_table(rows, EVENT_SCHEMA)

@@ -182,4 +182,6 @@ def _normalise_entry(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def entries_table(entries: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(entries, schema=ENTRY_SCHEMA)
+    from readers.base import rows_table
+
+    return rows_table(entries, ENTRY_SCHEMA)

@@ -1,0 +1,61 @@
+"""Small builders shared by the tests (real stores written with the real writer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from readers.native_writer import NativeWriter
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_STORE = ROOT / "sample_data" / "agents"
+SAMPLE_MANIFEST = ROOT / "sample_data" / "manifest.json"
+SECRET = "sk-test-SECRET-0123456789abcdef"
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def agent_state(turn: int) -> dict[str, Any]:
+    messages = [{"role": "system", "content": "be brief"}]
+    for i in range(turn):
+        messages += [{"role": "user", "content": f"question {i}"},
+                     {"role": "assistant", "content": f"answer {i}"}]
+    return {"llm": {"messages": messages, "params": {"temperature": 0.2}},
+            "tools": {"api_key": SECRET, "connections": {"search": "ok"}},
+            "runtime": {"turn": turn, "pending_actions": [f"act-{turn}"]}}
+
+
+def write_store(url: str, runs: int = 3, steps: int = 12, codec: str = "json",
+                storage_options: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """A store with ``runs`` runs of ``steps`` checkpoints; returns each run's states in order."""
+    writer = NativeWriter(url, storage_options, codec=codec, full_every=4)
+    states: dict[str, list[dict[str, Any]]] = {}
+    for r in range(runs):
+        run = f"run-{r}"
+        for step in range(steps):
+            state = agent_state(step)
+            event = {"kind": "timeout", "message": "tool timed out"} if step == 5 else None
+            writer.save(run, state, trigger="final" if step == steps - 1 else "periodic",
+                        agent=f"agent-{r % 2}", created_at=T0 + timedelta(minutes=10 * r + step),
+                        event=event)
+            states.setdefault(run, []).append(state)
+    return states
+
+
+def rewind_cli(*args: str, home: Path, env: dict[str, str] | None = None,
+               check_json: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the real ``rewind`` console script."""
+    exe = Path(sys.executable).with_name("rewind")
+    full_env = dict(os.environ, REWIND_HOME=str(home), **(env or {}))
+    done = subprocess.run([str(exe), *args], capture_output=True, text=True, env=full_env, timeout=300)
+    if check_json:
+        json.loads(done.stdout)
+    return done
+
+
+def load_manifest() -> dict[str, Any]:
+    return json.loads(SAMPLE_MANIFEST.read_text())

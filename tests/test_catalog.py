@@ -1,0 +1,111 @@
+"""The DuckDB index: ingest, incremental refresh, verification bookkeeping, migrations."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+
+from app import queries
+from app.catalog import MIGRATIONS, Catalog
+from app.stores import index_store
+from readers.native_writer import NativeWriter
+from tests.helpers import agent_state, write_store
+
+
+def count(catalog: Catalog, sql: str) -> int:
+    with catalog.connect() as con:
+        return int(con.execute(sql).fetchone()[0])
+
+
+def test_cold_index_then_refresh_reads_only_what_changed(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=3, steps=6)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    first = index_store(catalog, url)
+    assert first.refresh.full and first.refresh.checkpoints == 18 and first.verify.checked == 18
+    again = index_store(catalog, url)
+    assert not again.refresh.changed and again.refresh.checkpoints == 0 and again.verify.checked == 0
+    writer = NativeWriter(url)
+    writer.save("run-1", agent_state(7))
+    writer.save("run-new", agent_state(1))
+    third = index_store(catalog, url)
+    assert not third.refresh.full and third.refresh.checkpoints == 2 and third.verify.checked == 2
+    assert count(catalog, "SELECT count(*) FROM checkpoints") == 20
+    assert queries.head_of(catalog, third.store.store_id, "run-new") is not None
+
+
+def test_compaction_is_picked_up_without_duplicates(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=2, steps=5)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    index_store(catalog, url)
+    NativeWriter(url).compact()
+    after = index_store(catalog, url)
+    assert not after.refresh.full
+    assert count(catalog, "SELECT count(*) FROM checkpoints") == 10
+    assert count(catalog, "SELECT count(DISTINCT checkpoint_id) FROM checkpoints") == 10
+
+
+def test_damage_found_by_index_sets_status_and_reason(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=1, steps=5)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    summary = index_store(catalog, url)
+    rows = queries.list_checkpoints(catalog, summary.store.store_id)
+    victim = rows[2]
+    record = queries.resolve_checkpoint(catalog, summary.store.store_id, victim["checkpoint_id"])
+    (Path(url) / record.location).unlink()
+    index_store(catalog, url, full=True)
+    after = {r["checkpoint_id"]: r for r in queries.list_checkpoints(catalog, summary.store.store_id)}
+    assert after[victim["checkpoint_id"]]["status"] == "corrupt"
+    assert "does not exist" in after[victim["checkpoint_id"]]["status_reason"]
+    # its incremental child cannot be rebuilt either: chain broken, with the parent named
+    child = rows[3]["checkpoint_id"]
+    assert after[child]["status"] == "corrupt"
+    assert victim["checkpoint_id"] in after[child]["status_reason"]
+    assert [r["status"] for r in after.values()].count("ok") == 3
+
+
+def test_a_repaired_blob_clears_its_status(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=1, steps=3)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    sid = index_store(catalog, url).store.store_id
+    record = queries.resolve_checkpoint(catalog, sid, queries.list_checkpoints(catalog, sid)[0]["checkpoint_id"])
+    blob = Path(url) / record.location
+    shutil.copy(blob, tmp_path / "backup")
+    blob.write_bytes(b"garbage")
+    index_store(catalog, url, full=True)
+    assert queries.resolve_checkpoint(catalog, sid, record.checkpoint_id).status == "corrupt"
+    shutil.copy(tmp_path / "backup", blob)
+    index_store(catalog, url, full=True)
+    assert queries.resolve_checkpoint(catalog, sid, record.checkpoint_id).status == "ok"
+    assert queries.findings(catalog, sid, record.checkpoint_id) == []
+
+
+def test_migrations_are_numbered_and_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "index.duckdb"
+    Catalog(path)
+    Catalog(path)
+    con = duckdb.connect(str(path))
+    versions = [r[0] for r in con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()]
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    con.close()
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
+    assert {"stores", "checkpoints", "findings", "events", "heads", "journal", "runs"} <= tables
+
+
+def test_overview_and_timeline_aggregate_in_sql(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=4, steps=10)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    sid = index_store(catalog, url).store.store_id
+    ov = queries.overview(catalog, sid)
+    assert (ov.checkpoints, ov.runs, ov.agents, ov.by_status) == (40, 4, 2, {"ok": 40})
+    points, aggregated = queries.timeline(catalog, sid, max_points=100)
+    assert not aggregated and len(points) == 40
+    buckets, aggregated = queries.timeline(catalog, sid, max_points=24)
+    assert aggregated and len(buckets) < 40 and int(buckets["count"].sum()) == 40
+    assert set(queries.runs(catalog, sid)["run_id"]) == {"run-0", "run-1", "run-2", "run-3"}
