@@ -1,0 +1,74 @@
+"""Reader selection from URLs, optional dependencies, credential stripping, secret redaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.errors import MissingDependency, ReaderError, StoreNotFound, UsageError
+from app.redact import MASK, redact, redact_text
+from readers.fsutil import open_fs
+from readers.registry import available_readers, display_url, load_reader_class, pick_reader
+from tests.helpers import SAMPLE_STORE, write_store
+
+
+def test_builtin_readers_are_registered_lazily() -> None:
+    names = available_readers()
+    assert {"native", "langgraph-sqlite", "langgraph-postgres"} <= set(names)
+    assert load_reader_class("native").name == "native"
+
+
+def test_reader_is_picked_from_the_url(tmp_path: Path) -> None:
+    assert pick_reader(str(SAMPLE_STORE)) == "native"
+    assert pick_reader(f"file://{SAMPLE_STORE}") == "native"
+    assert pick_reader("postgresql://u:p@localhost/db") == "langgraph-postgres"
+    assert pick_reader("sqlite:///tmp/x.db") == "langgraph-sqlite"
+    assert pick_reader(str(tmp_path / "graph.sqlite")) == "langgraph-sqlite"
+    url = "memory://registry-test/store"
+    write_store(url, runs=1, steps=1)
+    assert pick_reader(url) == "native"
+
+
+def test_unknown_inputs_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFound):
+        pick_reader(str(tmp_path / "missing"))
+    with pytest.raises(ReaderError, match="no reader recognises"):
+        pick_reader(str(tmp_path))
+    with pytest.raises(UsageError, match="unknown reader"):
+        load_reader_class("nope")
+
+
+def test_missing_backend_names_the_extra() -> None:
+    with pytest.raises(MissingDependency, match=r"pip install 'rewind\[gcs\]'"):
+        open_fs("gs://bucket/path")
+
+
+def test_credentials_are_stripped_from_urls() -> None:
+    assert display_url("postgresql://admin:hunter2@db:5432/agents") == "postgresql://db:5432/agents"
+    assert display_url("s3://bucket/prefix") == "s3://bucket/prefix"
+    assert "hunter2" not in display_url("https://h/x?password=hunter2")
+
+
+@pytest.mark.parametrize("text", [
+    "key sk-proj-abcdefghijklmnopqrstuvwx here", "ghp_abcdefghijklmnopqrstuvwxyz012345",
+    "Authorization: Bearer abcdefghijklmnop.qrstu", "AKIAABCDEFGHIJKLMNOP",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----",
+])
+def test_secret_shapes_are_masked(text: str) -> None:
+    masked = redact_text(text)
+    assert MASK in masked
+    for secret in ("sk-proj-abc", "ghp_abc", "abcdefghijklmnop.qrstu", "AKIAABCD", "dozjgNry", "MIIEabc"):
+        assert secret not in masked
+
+
+def test_secret_names_are_masked_at_any_depth_and_counts_are_not() -> None:
+    state = {"tools": {"api_key": "k1", "conn": {"password": "p", "token": "t", "dsn": "x"}},
+             "llm": {"max_tokens": 4096, "usage": {"total_tokens": 12}},
+             "history": [{"Authorization": "Basic abc"}], "note": "no secrets here"}
+    out = redact(state)
+    assert out["tools"]["api_key"] == MASK and out["tools"]["conn"] == {"password": MASK, "token": MASK, "dsn": MASK}
+    assert out["llm"] == {"max_tokens": 4096, "usage": {"total_tokens": 12}}
+    assert out["history"][0]["Authorization"] == MASK and out["note"] == "no secrets here"
+    assert state["tools"]["api_key"] == "k1", "redact must not modify its input"
