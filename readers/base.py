@@ -6,8 +6,12 @@ A reader turns one store URL into:
   refresh reads only what changed;
 - on demand, one checkpoint's decoded state, raw bytes and pending writes.
 
-Optional capabilities are detected with ``hasattr``: ``check_checkpoints``
-(format-specific integrity checks). Readers never modify a store.
+Optional capabilities are detected with ``getattr``:
+
+    check_checkpoints(records: Iterable[CheckpointRecord], read_data: bool) -> Iterator[Finding]
+        format-specific integrity checks; never raises for damaged data.
+
+Readers never modify a store.
 """
 
 from __future__ import annotations
@@ -193,9 +197,12 @@ class Scan:
 
     ``full`` means the batches describe the whole store (the index replaces
     what it had); otherwise they are additions and updates since the token
-    passed in (rows with an existing checkpoint id replace the old row).
+    passed in (rows with an existing checkpoint id replace the old row; events
+    of a checkpoint in the batch replace its earlier events).
     ``token`` is opaque text to hand back on the next refresh; when it equals
     the previous token nothing changed and ``checkpoints`` is empty.
+    ``findings`` are complete once the batches have been consumed. ``heads``
+    lists heads to set; ``None`` or empty means unchanged.
     """
 
     token: str

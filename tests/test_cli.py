@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app import queries
-from tests.helpers import SAMPLE_STORE, SECRET, load_manifest, rewind_cli, write_store
+from tests.helpers import SAMPLE_STORE, load_manifest, rewind_cli, write_store
 
 LS_KEYS = {"run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at", "trigger",
            "kind", "status", "status_reason", "size_bytes"}

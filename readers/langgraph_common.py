@@ -1,0 +1,615 @@
+"""What the LangGraph SQLite and Postgres readers share.
+
+- uuid6 helpers: checkpoint ids are time-ordered uuid6 strings; their
+  timestamp is the checkpoint's creation time (no blob decoding needed);
+- checkpoint rows -> ``CheckpointRecord`` (one at a time) or straight to an
+  Arrow table in ``CHECKPOINT_SCHEMA`` (column-wise, for big listings);
+- writes rows -> ``EventRecord`` (errors, interrupts, resumes, scheduled);
+- DeltaChannel (beta): channels kept out of ``channel_values`` and rebuilt by
+  replaying writes along the parent chain. Message channels are rebuilt with
+  LangGraph's message reducer semantics (dedupe by id, ``RemoveMessage``,
+  ``Overwrite``); any other channel is shown as a ``$not_shown`` marker that
+  carries the stored seed and the writes, never as missing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from app.errors import DecodeError
+from readers.base import CHECKPOINT_SCHEMA, CheckpointRecord, EventRecord, Finding, HeadRecord, PendingWrite
+from readers.langgraph_serde import (
+    DELTA_SNAPSHOT_TYPE,
+    decode_typed,
+    is_known_type,
+    message_role,
+)
+
+try:  # orjson is optional; the standard library is the fallback
+    import orjson
+
+    _loads: Callable[[Any], Any] = orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - numpy comes with pandas
+    np = None  # type: ignore[assignment]
+
+ERROR, INTERRUPT, RESUME, SCHEDULED = "__error__", "__interrupt__", "__resume__", "__scheduled__"
+IDX_KINDS = {-1: "error", -2: "scheduled", -3: "interrupt", -4: "resume"}
+CHANNEL_KINDS = {ERROR: "error", INTERRUPT: "interrupt", RESUME: "resume", SCHEDULED: "scheduled"}
+DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
+DELTA_NOTE = (
+    "DeltaChannel value is rebuilt from writes; Rewind does not run the graph's reducer, "
+    "so the stored seed and the writes since it are shown instead"
+)
+OVERWRITE_TYPE = "langgraph.types.Overwrite"
+MESSAGE_LIMIT = 2000
+_UUID_EPOCH_100NS = 0x01B21DD213814000
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_HEX_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 15, 16, 17]
+_METADATA_FIELDS = pa.schema([("source", pa.string()), ("step", pa.int64()), ("graph_id", pa.string())])
+
+_last_v6_timestamp: int | None = None
+
+
+# --- uuid6 ---------------------------------------------------------------------
+
+
+def uuid6_timestamp(checkpoint_id: str) -> int | None:
+    """The uuid6 timestamp (100 ns since 1582-10-15), or None for other ids."""
+    if len(checkpoint_id) != 36 or checkpoint_id[14] != "6":
+        return None
+    try:
+        return int(checkpoint_id[0:8] + checkpoint_id[9:13] + checkpoint_id[15:18], 16)
+    except ValueError:
+        return None
+
+
+def uuid6_datetime(checkpoint_id: str) -> datetime | None:
+    """When a uuid6 checkpoint id was made, tz-aware UTC (None for other ids)."""
+    ticks = uuid6_timestamp(checkpoint_id)
+    if ticks is None:
+        return None
+    return _UTC_EPOCH + timedelta(microseconds=(ticks - _UUID_EPOCH_100NS) // 10)
+
+
+def new_uuid6(clock_seq: int | None = None, node: int | None = None) -> str:
+    """A new uuid6 checkpoint id, laid out exactly as LangGraph's ``uuid6()``.
+
+    LangGraph passes the step as ``clock_seq`` so that ids made in the same
+    100 ns sort by step; ids made in one process are strictly increasing.
+    """
+    global _last_v6_timestamp
+    timestamp = time.time_ns() // 100 + _UUID_EPOCH_100NS
+    if _last_v6_timestamp is not None and timestamp <= _last_v6_timestamp:
+        timestamp = _last_v6_timestamp + 1
+    _last_v6_timestamp = timestamp
+    seq = random.getrandbits(14) if clock_seq is None else clock_seq
+    node = random.getrandbits(48) if node is None else node
+    value = ((timestamp >> 12) & 0xFFFFFFFFFFFF) << 80
+    value |= (0x6000 | (timestamp & 0x0FFF)) << 64
+    value |= (0x8000 | (seq & 0x3FFF)) << 48
+    value |= node & 0xFFFFFFFFFFFF
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def uuid6_timestamps(checkpoint_ids: pa.Array) -> pa.Array:
+    """``created_at`` for a column of checkpoint ids (vectorised when all are uuid6)."""
+    ids = checkpoint_ids.cast(pa.string()) if checkpoint_ids.type != pa.string() else checkpoint_ids
+    micros = _uuid6_micros_numpy(ids) if np is not None else None
+    if micros is None:
+        micros = pa.array([_micros(cid) for cid in ids.to_pylist()], pa.int64())
+    return micros.cast(pa.timestamp("us", tz="UTC"))
+
+
+def _micros(checkpoint_id: str | None) -> int | None:
+    ticks = uuid6_timestamp(checkpoint_id) if checkpoint_id else None
+    return None if ticks is None else (ticks - _UUID_EPOCH_100NS) // 10
+
+
+def _uuid6_micros_numpy(ids: pa.Array) -> pa.Array | None:
+    if len(ids) == 0 or ids.null_count:
+        return None
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset : ids.offset + len(ids) + 1]
+    if not (np.diff(offsets) == 36).all():
+        return None
+    chars = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]].reshape(-1, 36)
+    if not (chars[:, 14] == ord("6")).all():
+        return None
+    values = _HEX_LUT[chars[:, _HEX_POSITIONS]]
+    if (values == 255).any():
+        return None
+    ticks = values.astype(np.int64) @ _POWERS_16
+    return pa.array((ticks - _UUID_EPOCH_100NS) // 10, pa.int64())
+
+
+def _hex_lut() -> Any:
+    lut = np.full(256, 255, dtype=np.uint8)
+    for i, ch in enumerate("0123456789abcdef"):
+        lut[ord(ch)] = lut[ord(ch.upper())] = i
+    return lut
+
+
+_HEX_LUT = None if np is None else _hex_lut()
+_POWERS_16 = None if np is None else (16 ** np.arange(14, -1, -1, dtype=np.int64))
+
+
+# --- checkpoint rows -------------------------------------------------------------
+
+
+def metadata_fields(metadata: Mapping[str, Any]) -> tuple[int | None, str | None, str | None]:
+    """``(step, trigger, agent)`` from LangGraph checkpoint metadata."""
+    step = metadata.get("step")
+    source = metadata.get("source")
+    agent = metadata.get("graph_id")
+    return (
+        step if isinstance(step, int) and not isinstance(step, bool) else None,
+        source if isinstance(source, str) else None,
+        agent if isinstance(agent, str) else None,
+    )
+
+
+def parse_metadata(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Metadata (JSON text, bytes or an already-decoded dict) and the problem, if any."""
+    if raw is None:
+        return {}, None
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    data = bytes(raw) if isinstance(raw, memoryview) else raw
+    try:
+        value = _loads(data)
+    except (ValueError, TypeError):
+        try:  # the standard library also reads NaN/Infinity, which json.dumps writes
+            value = json.loads(data)
+        except (ValueError, TypeError) as exc:
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+            return {"$raw": text[:4096]}, f"metadata is not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        return {"$raw": value}, f"metadata is not a JSON object but {type(value).__name__}"
+    return value, None
+
+
+def checkpoint_record(
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str | None,
+    metadata: Any,
+    size: int | None = None,
+    *,
+    codec: str | None = None,
+    status: str = "ok",
+    status_reason: str | None = None,
+) -> CheckpointRecord:
+    """One checkpoints row as a CheckpointRecord (no blob decoding)."""
+    meta, problem = parse_metadata(metadata)
+    step, trigger, agent = metadata_fields(meta)
+    if problem:
+        status, status_reason = "corrupt", problem
+    elif codec is not None and not is_known_type(codec):
+        status, status_reason = "corrupt", f"unknown serialization type {codec!r}"
+    return CheckpointRecord(
+        run_id=thread_id, checkpoint_id=checkpoint_id, namespace=checkpoint_ns or "",
+        parent_id=parent_checkpoint_id or None, step=step,
+        created_at=uuid6_datetime(checkpoint_id), trigger=trigger, kind="full", status=status,
+        status_reason=status_reason, size_bytes=size, agent=agent, codec=codec, metadata=meta,
+    )
+
+
+@dataclass
+class CheckpointColumns:
+    """One batch of checkpoints rows, column-wise (what ``zip(*rows)`` gives).
+
+    ``metadata`` items may be JSON bytes/text or dicts; ``parent_ok`` (1/0 per
+    row, optional) says whether the parent row exists.
+    """
+
+    thread_ids: Sequence[str]
+    namespaces: Sequence[str]
+    checkpoint_ids: Sequence[str]
+    parent_ids: Sequence[str | None]
+    metadata: Sequence[Any]
+    codecs: Sequence[str | None] | None = None
+    sizes: Sequence[int | None] | None = None
+    parent_ok: Sequence[int | None] | None = None
+
+
+MetadataColumns = tuple[pa.Array, pa.Table, dict[int, str]]
+
+
+def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]:
+    """A ``CHECKPOINT_SCHEMA`` table and its findings, built column-wise."""
+    n = len(cols.checkpoint_ids)
+    ids = pa.array(cols.checkpoint_ids, pa.string())
+    text, fields, problems = metadata_columns(cols.metadata)
+    codecs = pa.array(cols.codecs if cols.codecs is not None else [None] * n, pa.string())
+    problems.update(_codec_problems(cols.codecs))
+    findings = _row_findings(cols, problems)
+    findings.extend(_parent_findings(cols, problems))
+    status, reason = _status_columns(n, problems)
+    columns = {
+        "run_id": pa.array(cols.thread_ids, pa.string()),
+        "namespace": pc.fill_null(pa.array(cols.namespaces, pa.string()), ""),
+        "checkpoint_id": ids,
+        "parent_id": _no_empty(pa.array(cols.parent_ids, pa.string())),
+        "step": fields.column("step"),
+        "created_at": uuid6_timestamps(ids),
+        "trigger": fields.column("source"),
+        "kind": pa.repeat(pa.scalar("full", pa.string()), n),
+        "status": status,
+        "status_reason": reason,
+        "size_bytes": pa.array(cols.sizes if cols.sizes is not None else [None] * n, pa.int64()),
+        "checksum": pa.nulls(n, pa.string()),
+        "agent": fields.column("graph_id"),
+        "codec": codecs,
+        "location": pa.nulls(n, pa.string()),
+        "metadata": text,
+    }
+    return pa.Table.from_pydict(columns, schema=CHECKPOINT_SCHEMA), findings
+
+
+def _no_empty(values: pa.Array) -> pa.Array:
+    """Empty strings as nulls (a parent id of '' means no parent)."""
+    empty = pc.equal(values, "")
+    return pc.if_else(empty, pa.scalar(None, values.type), values) if pc.any(empty).as_py() else values
+
+
+def metadata_columns(metadata: Sequence[Any]) -> MetadataColumns:
+    """Metadata as JSON text, its (source, step, graph_id) columns and per-row problems.
+
+    Arrow's JSON reader parses the whole batch at once (releasing the GIL);
+    anything it cannot take (text, NULLs, bad JSON…) goes row by row.
+    """
+    fast = _metadata_fast(metadata)
+    if fast is not None:
+        return fast[0], fast[1], {}
+    return _metadata_slow(metadata)
+
+
+def _metadata_fast(metadata: Sequence[Any]) -> tuple[pa.Array, pa.Table] | None:
+    """Parse all metadata at once with Arrow's JSON reader (None: use the slow path)."""
+    n = len(metadata)
+    try:
+        joined = b"\n".join(metadata)
+    except TypeError:  # text, dicts or NULLs: the slow path handles them
+        return None
+    if n == 0 or joined.count(b"\n") != n - 1:
+        return None
+    try:
+        text = pa.array(metadata, pa.binary()).cast(pa.string())
+        options = pa_json.ParseOptions(explicit_schema=_METADATA_FIELDS, unexpected_field_behavior="ignore")
+        fields = pa_json.read_json(io.BytesIO(joined), parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    if fields.num_rows != n:
+        return None
+    return text, fields.combine_chunks()
+
+
+def _metadata_slow(metadata: Sequence[Any]) -> tuple[pa.Array, pa.Table, dict[int, str]]:
+    texts: list[str] = []
+    steps: list[int | None] = []
+    sources: list[str | None] = []
+    agents: list[str | None] = []
+    problems: dict[int, str] = {}
+    for i, raw in enumerate(metadata):
+        meta, problem = parse_metadata(raw)
+        if problem:
+            problems[i] = problem
+        step, source, agent = metadata_fields(meta)
+        steps.append(step if step is None or -(2**63) <= step < 2**63 else None)
+        sources.append(source)
+        agents.append(agent)
+        texts.append(_metadata_text(raw, meta, problem))
+    fields = pa.table({"source": pa.array(sources, pa.string()), "step": pa.array(steps, pa.int64()),
+                       "graph_id": pa.array(agents, pa.string())})
+    return pa.array(texts, pa.string()), fields, problems
+
+
+def _metadata_text(raw: Any, meta: dict[str, Any], problem: str | None) -> str:
+    if not problem and isinstance(raw, (bytes, str)):
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if "\x00" not in text:
+            return text
+    return json.dumps(meta, default=str, sort_keys=True)
+
+
+def _codec_problems(codecs: Sequence[str | None] | None) -> dict[int, str]:
+    if codecs is None or all(is_known_type(c) for c in set(codecs)):
+        return {}
+    return {i: f"unknown serialization type {c!r}" for i, c in enumerate(codecs) if not is_known_type(c)}
+
+
+def _row_findings(cols: CheckpointColumns, problems: Mapping[int, str]) -> list[Finding]:
+    findings = []
+    for i, reason in problems.items():
+        check = "unknown-codec" if reason.startswith("unknown serialization") else "metadata-invalid"
+        findings.append(Finding(check, "error", reason, cols.thread_ids[i], cols.namespaces[i] or "",
+                                cols.checkpoint_ids[i]))
+    return findings
+
+
+def _parent_findings(cols: CheckpointColumns, problems: dict[int, str]) -> list[Finding]:
+    if cols.parent_ok is None or all(cols.parent_ok):
+        return []
+    findings = []
+    for i, ok in enumerate(cols.parent_ok):
+        if ok:
+            continue
+        reason = f"parent checkpoint {cols.parent_ids[i]} is missing"
+        problems[i] = f"{problems[i]}; {reason}" if i in problems else reason
+        findings.append(Finding("parent-missing", "error", reason, cols.thread_ids[i],
+                                cols.namespaces[i] or "", cols.checkpoint_ids[i]))
+    return findings
+
+
+def _status_columns(n: int, problems: Mapping[int, str]) -> tuple[pa.Array, pa.Array]:
+    if not problems:
+        return pa.repeat(pa.scalar("ok", pa.string()), n), pa.nulls(n, pa.string())
+    status = ["corrupt" if i in problems else "ok" for i in range(n)]
+    reason = [problems.get(i) for i in range(n)]
+    return pa.array(status, pa.string()), pa.array(reason, pa.string())
+
+
+def missing_parents(tables: Sequence[pa.Table]) -> dict[tuple[str, str, str], str]:
+    """Rows (thread, namespace, id) -> parent id, for parents absent from ``tables``.
+
+    One vectorised hash lookup over the whole listing (no per-row Python).
+    """
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return {}
+    ids = pa.chunked_array([t["checkpoint_id"].combine_chunks() for t in tables], pa.string())
+    parents = pa.chunked_array([t["parent_id"].combine_chunks() for t in tables], pa.string())
+    if pc.count_distinct(ids).as_py() != len(ids):  # an id in several threads: match whole keys
+        ids = pa.chunked_array([_join_key(t, "checkpoint_id") for t in tables], pa.string())
+        parents = pa.chunked_array([_join_key(t, "parent_id") for t in tables], pa.string())
+    found = pc.is_in(parents, value_set=ids.combine_chunks())
+    lost = pc.and_(pc.is_valid(parents), pc.invert(found))
+    if not pc.any(lost).as_py():
+        return {}
+    rows = pa.concat_tables([t.select(["run_id", "namespace", "checkpoint_id", "parent_id"]) for t in tables])
+    rows = rows.filter(lost.combine_chunks())
+    return {(r["run_id"], r["namespace"], r["checkpoint_id"]): r["parent_id"] for r in rows.to_pylist()}
+
+
+def _join_key(table: pa.Table, column: str) -> pa.Array:
+    return pc.binary_join_element_wise(
+        table["run_id"].combine_chunks(), table["namespace"].combine_chunks(),
+        table[column].combine_chunks(), "\x1f",
+    )
+
+
+def mark_missing_parents(
+    tables: Sequence[pa.Table], missing: Mapping[tuple[str, str, str], str]
+) -> tuple[list[pa.Table], list[Finding]]:
+    """``tables`` with rows whose parent is missing set to corrupt, and their findings."""
+    if not missing:
+        return list(tables), []
+    findings = [
+        Finding("parent-missing", "error", f"parent checkpoint {parent} is missing", t, ns, cid)
+        for (t, ns, cid), parent in missing.items()
+    ]
+    wanted = pa.array(["\x1f".join(key) for key in missing], pa.string())
+    return [_mark_table(t, wanted, missing) for t in tables], findings
+
+
+def _mark_table(table: pa.Table, wanted: pa.Array, missing: Mapping[tuple[str, str, str], str]) -> pa.Table:
+    hit = pc.is_in(_join_key(table, "checkpoint_id"), value_set=wanted)
+    if not pc.any(hit).as_py():
+        return table
+    keys = zip(table["run_id"].to_pylist(), table["namespace"].to_pylist(), table["checkpoint_id"].to_pylist())
+    reasons = table["status_reason"].to_pylist()
+    for i, key in enumerate(keys):
+        if key in missing:
+            reason = f"parent checkpoint {missing[key]} is missing"
+            reasons[i] = f"{reasons[i]}; {reason}" if reasons[i] else reason
+    status = pc.if_else(hit, pa.scalar("corrupt", pa.string()), table["status"].combine_chunks())
+    table = table.set_column(table.schema.get_field_index("status"), "status", status)
+    index = table.schema.get_field_index("status_reason")
+    return table.set_column(index, "status_reason", pa.array(reasons, pa.string()))
+
+
+def heads_from_tables(tables: Sequence[pa.Table]) -> list[HeadRecord]:
+    """The max checkpoint id per (thread, namespace) of a full listing."""
+    tables = [t.select(["run_id", "namespace", "checkpoint_id"]) for t in tables if t.num_rows]
+    if not tables:
+        return []
+    grouped = pa.concat_tables(tables).group_by(["run_id", "namespace"], use_threads=False)
+    heads = grouped.aggregate([("checkpoint_id", "max")])
+    return [HeadRecord(run_id=t, checkpoint_id=c, namespace=ns) for t, ns, c in zip(
+        heads["run_id"].to_pylist(), heads["namespace"].to_pylist(), heads["checkpoint_id_max"].to_pylist())]
+
+
+# --- writes -> events ---------------------------------------------------------------
+
+
+def event_kind(channel: str, idx: int | None) -> str | None:
+    """``error``/``interrupt``/``resume``/``scheduled`` for a special write, else None."""
+    return CHANNEL_KINDS.get(channel) or (IDX_KINDS.get(idx) if idx is not None else None)
+
+
+def event_record(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int | None,
+    channel: str, type_: str | None, value: bytes | None, *, aes_key: bytes | None = None,
+) -> EventRecord | None:
+    """One writes row as an EventRecord (None for ordinary channel writes)."""
+    kind = event_kind(channel, idx)
+    if kind is None:
+        return None
+    try:
+        message = event_message(kind, decode_typed(type_, value, aes_key=aes_key))
+    except DecodeError as exc:
+        message = f"(undecodable {channel} write: {exc})"
+    return EventRecord(
+        run_id=thread_id, kind=kind, namespace=checkpoint_ns or "", checkpoint_id=checkpoint_id,
+        created_at=uuid6_datetime(checkpoint_id), channel=channel, task_id=task_id, message=message,
+    )
+
+
+def event_message(kind: str, value: Any) -> str | None:
+    """Readable text for an event's decoded value (interrupt values, error text…)."""
+    if kind == "interrupt" and isinstance(value, list):
+        value = [v.get("value") if isinstance(v, dict) and "$type" in v else v for v in value]
+        value = value[0] if len(value) == 1 else value
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + "…"
+
+
+def sort_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:
+    """LangGraph's ``writes_sort_key`` order: (task_path, task_id, idx)."""
+    return sorted(writes, key=lambda w: (w.task_path, w.task_id, w.idx))
+
+
+# --- DeltaChannel ----------------------------------------------------------------------
+
+
+class Ancestor(NamedTuple):
+    """One checkpoint on the parent chain: decoded checkpoint, parent id, its writes."""
+
+    checkpoint: Mapping[str, Any]
+    parent_id: str | None
+    writes: list[PendingWrite]
+
+
+AncestorLoader = Callable[[str], "Ancestor | None"]
+
+
+def delta_channels(checkpoint: Mapping[str, Any], metadata: Mapping[str, Any]) -> list[str]:
+    """DeltaChannels whose value this checkpoint does not store (rebuilt from writes)."""
+    counters = metadata.get(DELTA_COUNTERS_KEY)
+    if not isinstance(counters, Mapping):
+        return []
+    values = checkpoint.get("channel_values") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    return [ch for ch in counters if ch not in values and ch in versions]
+
+
+def rebuild_delta_values(
+    checkpoint: Mapping[str, Any], metadata: Mapping[str, Any], parent_id: str | None,
+    load_ancestor: AncestorLoader,
+) -> dict[str, Any]:
+    """``channel_values`` with every DeltaChannel rebuilt (messages) or marked ``$not_shown``."""
+    values = dict(checkpoint.get("channel_values") or {})
+    channels = delta_channels(checkpoint, metadata)
+    if not channels:
+        return values
+    history, broken = delta_history(parent_id, channels, load_ancestor)
+    for ch in channels:
+        seeded, seed, writes = history[ch]
+        values[ch] = _rebuilt_value(seeded, seed, writes, broken)
+    return values
+
+
+def delta_history(
+    parent_id: str | None, channels: Sequence[str], load_ancestor: AncestorLoader
+) -> tuple[dict[str, tuple[bool, Any, list[Any]]], str | None]:
+    """Per channel ``(seed found, seed, write values oldest first)`` and a broken-chain note.
+
+    Walks parents like ``BaseCheckpointSaver.get_delta_channel_history``: each
+    ancestor's writes count, and the walk stops at the nearest ancestor that
+    stores the channel (the seed).
+    """
+    remaining = set(channels)
+    collected: dict[str, list[Any]] = {ch: [] for ch in channels}
+    seeds: dict[str, Any] = {}
+    seen: set[str] = set()
+    cursor, broken = parent_id, None
+    while cursor and remaining and cursor not in seen:
+        seen.add(cursor)
+        try:
+            ancestor = load_ancestor(cursor)
+        except DecodeError as exc:
+            broken = f"ancestor checkpoint {cursor} could not be decoded ({exc})"
+            break
+        if ancestor is None:
+            broken = f"ancestor checkpoint {cursor} is missing"
+            break
+        _collect_ancestor(ancestor, remaining, collected, seeds)
+        cursor = ancestor.parent_id
+    result = {ch: (ch in seeds, seeds.get(ch), list(reversed(collected[ch]))) for ch in channels}
+    return result, broken
+
+
+def _collect_ancestor(
+    ancestor: Ancestor, remaining: set[str], collected: dict[str, list[Any]], seeds: dict[str, Any]
+) -> None:
+    for write in reversed(ancestor.writes):
+        if write.channel in remaining:
+            collected[write.channel].append(write.value)
+    stored = ancestor.checkpoint.get("channel_values") or {}
+    for ch in [ch for ch in remaining if ch in stored]:
+        seeds[ch] = stored[ch]
+        remaining.discard(ch)
+
+
+def _rebuilt_value(seeded: bool, seed: Any, writes: list[Any], broken: str | None) -> Any:
+    base = _unwrap_snapshot(seed) if seeded else []
+    if broken is None and seeded and not writes:
+        return base  # nothing written since the stored value: no reducer needed
+    if broken is None:
+        messages = replay_messages(base, writes)
+        if messages is not None:
+            return messages
+    note = DELTA_NOTE if broken is None else f"{DELTA_NOTE}; {broken}, so the value is incomplete"
+    return {"$not_shown": note, "seed": base if seeded else None, "writes": writes}
+
+
+def _unwrap_snapshot(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("$type") == DELTA_SNAPSHOT_TYPE:
+        return value.get("value")
+    return value
+
+
+def replay_messages(base: Any, writes: Sequence[Any]) -> list[Any] | None:
+    """Apply message writes like ``_messages_delta_reducer``; None if not all messages."""
+    if not isinstance(base, list) or not all(message_role(m) for m in base):
+        return None
+    result: list[Any] = list(base)
+    for write in writes:
+        if isinstance(write, dict) and write.get("$type") == OVERWRITE_TYPE:
+            replaced = write.get("value")
+            if not isinstance(replaced, list) or not all(message_role(m) for m in replaced):
+                return None
+            result = list(replaced)
+            continue
+        batch = write if isinstance(write, list) else [write]
+        if not all(message_role(m) for m in batch):
+            return None
+        result = _merge_messages(result, batch)
+    return result
+
+
+def _merge_messages(state: list[Any], batch: list[Any]) -> list[Any]:
+    index = {m.get("id"): i for i, m in enumerate(state) if m.get("id") is not None}
+    result: list[Any] = list(state)
+    for msg in batch:
+        mid = msg.get("id")
+        if mid is None:
+            result.append(msg)
+        elif message_role(msg) == "remove":
+            if mid in index:
+                result[index.pop(mid)] = None
+        elif mid in index:
+            result[index[mid]] = msg
+        else:
+            index[mid] = len(result)
+            result.append(msg)
+    return [m for m in result if m is not None]

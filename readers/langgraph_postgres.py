@@ -1,0 +1,557 @@
+"""Reader for LangGraph ``PostgresSaver`` databases, read-only.
+
+Tables (``langgraph.checkpoint.postgres.base.MIGRATIONS``): ``checkpoints``
+(checkpoint JSONB with the inline primitive channel values, metadata JSONB),
+``checkpoint_blobs`` (every other channel value, keyed by channel version and
+shared by the checkpoints whose ``channel_versions`` name it) and
+``checkpoint_writes`` (pending writes, errors, interrupts).
+
+Every statement runs in a ``READ ONLY`` transaction (``REPEATABLE READ`` so a
+scan sees one snapshot); nothing is created or migrated, so a role with only
+``SELECT`` rights is enough. The listing comes from SQL alone; values are
+decoded only by ``load_state``/``pending_writes``/``check_checkpoints`` with
+the safe decoder in ``readers.langgraph_serde`` (nothing named in the data is
+imported or run).
+
+``size_bytes`` is the stored size of the checkpoint row's JSONB plus the blobs
+the checkpoint introduced (its ``updated_channels``; every referenced blob
+when the checkpoint does not say), so summing a thread's sizes gives its
+storage; ``storage_options={"blob_sizes": False}`` skips the blob lookups.
+
+``read_blob`` returns one JSON document (UTF-8, sorted keys) holding the row
+as stored: ``checkpoint`` and ``metadata`` JSONB, the parent id, and each
+referenced ``checkpoint_blobs`` row (channel, version, type, size, sha256,
+base64 data) - the bytes LangGraph would read to rebuild the checkpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+from psycopg import IsolationLevel
+
+from app.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
+from readers.base import (
+    EVENT_SCHEMA,
+    CheckpointRecord,
+    EventRecord,
+    Finding,
+    HeadRecord,
+    PendingWrite,
+    Reader,
+    Scan,
+)
+from readers.langgraph_common import (
+    Ancestor,
+    CheckpointColumns,
+    checkpoints_batch,
+    event_record,
+    parse_metadata,
+    rebuild_delta_values,
+    sort_writes,
+    uuid6_timestamps,
+)
+from readers.langgraph_serde import aes_key_from_env, decode_typed, is_known_type, normalize_state
+from readers.langgraph_findings import codec_findings, pickle_finding, value_findings
+from readers.registry import display_url
+
+BATCH_ROWS = 20_000
+EVENT_BATCH_ROWS = 20_000
+CHECK_CHUNK = 200
+TOKEN_VERSION = 1
+CONNECT_TIMEOUT = 10
+NOT_FOUND_HINTS = ("does not exist", "connection refused", "could not translate host name",
+                   "timeout expired", "no route to host", "name or service not known")
+Key = tuple[str, str, str]
+
+# --- SQL: read-only, mirroring langgraph.checkpoint.postgres.base --------------------
+
+TABLES_SQL = """
+SELECT to_regclass('checkpoints') IS NOT NULL, to_regclass('checkpoint_blobs') IS NOT NULL,
+       to_regclass('checkpoint_writes') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('checkpoint_writes')
+               AND attname = 'task_path' AND NOT attisdropped)
+"""
+_EVENT_WRITE = """(channel IN ('__error__', '__interrupt__', '__resume__', '__scheduled__')
+    OR idx IN (-1, -2, -3, -4))"""
+# What a refresh compares: checkpoint count and newest id, and the special writes
+# (ordinary writes change nothing the listing shows).
+TOKEN_SQL = f"""
+SELECT (SELECT count(*) FROM checkpoints), (SELECT max(checkpoint_id COLLATE "C") FROM checkpoints),
+       (SELECT count(*) FROM checkpoint_writes WHERE {_EVENT_WRITE})
+"""
+# Checkpoint ids are time-ordered uuid6: rows "after" a cutoff id were added since
+# the scan that saw the cutoff as its newest id ('' = every row).
+_AFTER = """c.checkpoint_id COLLATE "C" > %s"""
+ADDED_SQL = f"SELECT count(*) FROM checkpoints c WHERE {_AFTER}"
+HEADS_SQL = """
+SELECT thread_id, checkpoint_ns, max(checkpoint_id COLLATE "C") FROM checkpoints
+GROUP BY thread_id, checkpoint_ns
+"""
+HEADS_AFTER_SQL = f"""
+SELECT thread_id, checkpoint_ns, max(checkpoint_id COLLATE "C") FROM checkpoints
+WHERE (thread_id, checkpoint_ns) IN (SELECT c.thread_id, c.checkpoint_ns FROM checkpoints c WHERE {_AFTER})
+GROUP BY thread_id, checkpoint_ns
+"""
+MISSING_PARENTS_SQL = f"""
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id FROM checkpoints c
+WHERE {_AFTER} AND c.parent_checkpoint_id IS NOT NULL AND c.parent_checkpoint_id <> ''
+AND NOT EXISTS (SELECT 1 FROM checkpoints p WHERE p.thread_id = c.thread_id
+    AND p.checkpoint_ns = c.checkpoint_ns AND p.checkpoint_id = c.parent_checkpoint_id)
+"""
+# The blobs a checkpoint introduced: its updated_channels (v4), else all it references.
+# (Every jsonb function is guarded by jsonb_typeof: one damaged row must not fail the scan.)
+_VERSIONS = """CASE jsonb_typeof(c.checkpoint -> 'channel_versions')
+    WHEN 'object' THEN c.checkpoint -> 'channel_versions' ELSE '{}' END"""
+_INTRODUCED = f"""jsonb_array_elements_text(CASE jsonb_typeof(c.checkpoint -> 'updated_channels')
+    WHEN 'array' THEN c.checkpoint -> 'updated_channels'
+    ELSE to_jsonb(ARRAY(SELECT jsonb_object_keys({_VERSIONS}))) END)"""
+# One primary-key lookup per blob (LATERAL ... LIMIT 1, like LangGraph's prune
+# SQL); pg_column_size reads the stored (TOAST) size without fetching the blob.
+_BLOB_SIZES = f"""coalesce((SELECT sum(s.size) FROM {_INTRODUCED} AS u(channel)
+    CROSS JOIN LATERAL (SELECT pg_column_size(b.blob) AS size FROM checkpoint_blobs b
+        WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+        AND b.channel = u.channel AND b.version = c.checkpoint -> 'channel_versions' ->> u.channel
+        LIMIT 1) AS s), 0)"""
+SCAN_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULLIF(c.parent_checkpoint_id, ''),
+       convert_to(c.metadata::text, 'UTF8'), (pg_column_size(c.checkpoint) + {blobs})::int8
+FROM checkpoints c WHERE """ + _AFTER
+EVENTS_SQL = f"""
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob
+FROM checkpoint_writes WHERE {_EVENT_WRITE}
+"""
+ROW_SQL = """
+SELECT checkpoint, metadata, NULLIF(parent_checkpoint_id, '') FROM checkpoints
+WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s
+"""
+BLOBS_SQL = f"""
+SELECT b.channel, b.version, b.type, b.blob FROM checkpoints c
+CROSS JOIN LATERAL jsonb_each_text({_VERSIONS}) AS v
+JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+    AND b.channel = v.key AND b.version = v.value
+WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s
+"""
+WRITES_SQL = """
+SELECT task_id, channel, type, blob, {task_path}, idx FROM checkpoint_writes
+WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s
+"""
+# Batched forms for check_checkpoints: keys come in as three parallel text arrays;
+# the blob/write payloads are fetched only when the first parameter (read_data) is true.
+_KEYS = "unnest(%s::text[], %s::text[], %s::text[]) AS k(thread_id, checkpoint_ns, checkpoint_id)"
+CHECK_ROWS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, jsonb_typeof(c.checkpoint -> 'channel_values'),
+       jsonb_typeof(c.checkpoint -> 'channel_versions'), c.checkpoint ->> 'id'
+FROM $KEYS JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+""".replace("$KEYS", _KEYS)
+CHECK_BLOBS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, b.channel, b.version, b.type,
+       CASE WHEN %s THEN b.blob END
+FROM $KEYS JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+CROSS JOIN LATERAL jsonb_each_text($VERSIONS) AS v
+JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+    AND b.channel = v.key AND b.version = v.value
+""".replace("$KEYS", _KEYS).replace("$VERSIONS", _VERSIONS)
+CHECK_WRITES_SQL = """
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
+       CASE WHEN %s THEN w.blob END
+FROM $KEYS JOIN checkpoint_writes w USING (thread_id, checkpoint_ns, checkpoint_id)
+""".replace("$KEYS", _KEYS)
+
+
+# --- connecting ----------------------------------------------------------------------------
+
+
+def connect_readonly(url: str) -> psycopg.Connection[Any]:
+    """A connection whose transactions are all READ ONLY and REPEATABLE READ."""
+    try:
+        conn = psycopg.connect(url, autocommit=False, connect_timeout=CONNECT_TIMEOUT,
+                               prepare_threshold=None)
+    except psycopg.Error as exc:
+        raise connect_error(url, exc) from None
+    conn.read_only = True
+    conn.isolation_level = IsolationLevel.REPEATABLE_READ
+    return conn
+
+
+def connect_error(url: str, exc: Exception) -> StoreNotFound | ReaderError:
+    """A one-line error naming the server without credentials."""
+    reason = one_line(str(exc), url).removeprefix("connection failed: ")
+    message = f"cannot connect to {display_url(url)}: {reason}"
+    if any(hint in reason.lower() for hint in NOT_FOUND_HINTS):
+        return StoreNotFound(message)
+    return ReaderError(message)
+
+
+def one_line(text: str, url: str) -> str:
+    """``text`` on one line, without the DSN's password."""
+    line = " ".join(text.split())
+    password = _password(url)
+    return line.replace(password, "***") if password else line
+
+
+def _password(url: str) -> str | None:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return None
+    value = info.get("password")
+    return str(value) if value else None
+
+
+def _key(record: CheckpointRecord) -> Key:
+    return record.run_id, record.namespace or "", record.checkpoint_id
+
+
+# --- the reader ----------------------------------------------------------------------------
+
+
+class LangGraphPostgresReader(Reader):
+    """LangGraph PostgresSaver tables, read through read-only transactions."""
+
+    name = "langgraph-postgres"
+    description = "LangGraph PostgresSaver database (checkpoints, checkpoint_blobs, checkpoint_writes)"
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        key = self.storage_options.get("aes_key")
+        self.aes_key: bytes | None = key.encode() if isinstance(key, str) else key
+        if self.aes_key is None:
+            self.aes_key = aes_key_from_env()
+        self.blob_sizes = bool(self.storage_options.get("blob_sizes", True))
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._scans: list[psycopg.Connection[Any]] = []
+        try:
+            with self._read() as cur:
+                self._task_path = self._check_tables(cur)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+        return url.lower().startswith(("postgresql://", "postgres://"))
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in [*self._scans, *([self._conn] if self._conn else [])]:
+                conn.close()
+            self._scans.clear()
+            self._conn = None
+
+    # connections ---------------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor in a fresh read-only transaction on the shared connection."""
+        with self._lock:
+            if self._conn is None or self._conn.closed:
+                self._conn = connect_readonly(self.url)
+            conn = self._conn
+            try:
+                with conn.cursor() as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                self._conn = None
+                conn.close()
+                raise self._db_error(exc) from None
+            except psycopg.Error as exc:
+                raise self._db_error(exc) from None
+            finally:
+                if not conn.closed:
+                    conn.rollback()
+
+    def _db_error(self, exc: psycopg.Error) -> ReaderError:
+        return ReaderError(f"{display_url(self.url)}: {one_line(str(exc), self.url)}")
+
+    def _check_tables(self, cur: psycopg.Cursor[Any]) -> str:
+        *present, has_task_path = cur.execute(TABLES_SQL).fetchone() or (False, False, False, False)
+        tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        missing = [table for table, ok in zip(tables, present) if not ok]
+        if missing:
+            raise ReaderError(
+                f"{display_url(self.url)} has no LangGraph PostgresSaver tables ({', '.join(missing)} "
+                "missing): not a database PostgresSaver.setup() ran on")
+        return "task_path" if has_task_path else "''"
+
+    # scan -------------------------------------------------------------------------------
+
+    def scan(self, since: str | None = None) -> Scan:
+        """List checkpoints from SQL only, in one REPEATABLE READ read-only transaction.
+
+        Unchanged token: nothing. Only appends since ``since`` (count and newest
+        id agree): the new rows, the heads of their threads, and every event when
+        the special writes changed (events replace a checkpoint's events). Else a
+        full listing. Batches stream from a server-side cursor; the transaction
+        ends when they are exhausted (or on ``close``). Missing parents are found
+        up front; other row findings join ``Scan.findings`` as batches come.
+        """
+        conn = connect_readonly(self.url)
+        try:
+            with conn.cursor() as cur:
+                token, cutoff, events_changed = self._plan(cur, since)
+                if cutoff is None:
+                    conn.close()
+                    return Scan(token=token, full=False, checkpoints=iter(()))
+                heads = [HeadRecord(t, c, ns) for t, ns, c in
+                         (cur.execute(HEADS_AFTER_SQL, (cutoff,)) if cutoff else cur.execute(HEADS_SQL))]
+                missing = {(t, ns, c): p for t, ns, c, p in cur.execute(MISSING_PARENTS_SQL, (cutoff,))}
+                events = self._event_tables(cur) if events_changed else []
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, psycopg.Error):
+                raise self._db_error(exc) from None
+            raise
+        findings = [_parent_finding(key, parent) for key, parent in sorted(missing.items())]
+        with self._lock:
+            self._scans.append(conn)
+        batches = self._checkpoint_batches(conn, cutoff, set(missing), findings)
+        return Scan(token=token, full=not cutoff, checkpoints=batches, events=iter(events),
+                    findings=findings, heads=heads)
+
+    def _plan(self, cur: psycopg.Cursor[Any], since: str | None) -> tuple[str, str | None, bool]:
+        """``(token, cutoff, events changed)``; cutoff None = unchanged, '' = full listing."""
+        count, last_id, events = cur.execute(TOKEN_SQL).fetchone() or (0, None, 0)
+        token = json.dumps({"v": TOKEN_VERSION, "checkpoints": [count, last_id], "events": events},
+                           sort_keys=True)
+        if since == token:
+            return token, None, False
+        previous = _parse_token(since)
+        if previous is None or previous["checkpoints"][1] is None:
+            return token, "", True
+        (old_count, old_last), old_events = previous["checkpoints"], previous["events"]
+        if last_id is None or last_id < old_last:
+            return token, "", True
+        added = cur.execute(ADDED_SQL, (old_last,)).fetchone()[0]
+        if count - added != old_count:
+            return token, "", True
+        return token, old_last, events != old_events
+
+    def _checkpoint_batches(
+        self, conn: psycopg.Connection[Any], cutoff: str, orphans: set[Key], findings: list[Finding]
+    ) -> Iterator[pa.Table]:
+        sql = SCAN_SQL.format(blobs=_BLOB_SIZES if self.blob_sizes else "0")
+        try:
+            with conn.cursor(name="rewind_scan") as cur:
+                cur.itersize = BATCH_ROWS
+                cur.execute(sql, (cutoff,))
+                while rows := cur.fetchmany(BATCH_ROWS):
+                    yield self._batch(rows, orphans, findings)
+        except psycopg.Error as exc:
+            raise self._db_error(exc) from None
+        finally:
+            with self._lock:
+                if conn in self._scans:
+                    self._scans.remove(conn)
+            conn.close()
+
+    @staticmethod
+    def _batch(rows: Sequence[tuple[Any, ...]], orphans: set[Key], findings: list[Finding]) -> pa.Table:
+        threads, namespaces, ids, parents, metadata, sizes = zip(*rows)
+        parent_ok = [(t, ns, c) not in orphans for t, ns, c in zip(threads, namespaces, ids)]
+        cols = CheckpointColumns(threads, namespaces, ids, parents, metadata, None, sizes, parent_ok)
+        table, batch_findings = checkpoints_batch(cols)
+        findings.extend(f for f in batch_findings if f.check != "parent-missing")
+        return table
+
+    def _event_tables(self, cur: psycopg.Cursor[Any]) -> list[pa.Table]:
+        tables, events = [], []
+        for row in cur.execute(EVENTS_SQL):
+            event = event_record(*row, aes_key=self.aes_key)
+            if event is not None:
+                events.append(event)
+            if len(events) >= EVENT_BATCH_ROWS:
+                tables.append(_events_table(events))
+                events = []
+        return tables + ([_events_table(events)] if events else [])
+
+    # one checkpoint ---------------------------------------------------------------------
+
+    def _row(self, cur: psycopg.Cursor[Any], key: Key) -> tuple[Any, Any, str | None]:
+        row = cur.execute(ROW_SQL, key).fetchone()
+        if row is None:
+            raise CheckpointNotFound(f"checkpoint {key[2]} of thread {key[0]!r} not found")
+        return row[0], row[1], row[2]
+
+    def load_state(self, record: CheckpointRecord) -> Any:
+        """Channel values (inline JSONB + decoded blobs, DeltaChannels rebuilt), normalized."""
+        with self._read() as cur:
+            checkpoint, metadata, parent_id = self._row(cur, _key(record))
+            checkpoint = self._with_values(cur, _key(record), checkpoint)
+            meta, _problem = parse_metadata(metadata)
+            values = rebuild_delta_values(checkpoint, meta, parent_id, self._ancestor_loader(cur, record))
+        return normalize_state(values)
+
+    def _with_values(self, cur: psycopg.Cursor[Any], key: Key, checkpoint: Any) -> dict[str, Any]:
+        """The checkpoint with ``channel_values`` = inline values + decoded blobs (as LangGraph merges them)."""
+        if not isinstance(checkpoint, dict) or not all(
+                isinstance(checkpoint.get(part, {}), dict) for part in ("channel_values", "channel_versions")):
+            raise DecodeError(f"checkpoint {key[2]}: the checkpoint JSONB is not a LangGraph checkpoint "
+                              "(channel_values/channel_versions are not objects)")
+        values = dict(checkpoint.get("channel_values") or {})
+        for channel, version, type_, blob in cur.execute(BLOBS_SQL, key):
+            if type_ == "empty":
+                continue
+            try:
+                values[channel] = decode_typed(type_, blob, aes_key=self.aes_key)
+            except DecodeError as exc:
+                raise DecodeError(f"checkpoint {key[2]}: channel {channel!r} (blob version {version}, "
+                                  f"type {type_}): {exc}") from None
+        return {**checkpoint, "channel_values": values}
+
+    def _ancestor_loader(self, cur: psycopg.Cursor[Any], record: CheckpointRecord) -> Any:
+        def load(checkpoint_id: str) -> Ancestor | None:
+            key = (record.run_id, record.namespace or "", checkpoint_id)
+            try:
+                checkpoint, _meta, parent_id = self._row(cur, key)
+            except CheckpointNotFound:
+                return None
+            return Ancestor(self._with_values(cur, key, checkpoint), parent_id, self._writes(cur, key))
+        return load
+
+    def read_blob(self, record: CheckpointRecord) -> bytes:
+        """The row and its referenced blobs as one JSON document (see the module docstring)."""
+        key = _key(record)
+        with self._read() as cur:
+            checkpoint, metadata, parent_id = self._row(cur, key)
+            blobs = [_blob_entry(*row) for row in cur.execute(BLOBS_SQL, key)]
+        document = {"format": "langgraph-postgres", "thread_id": key[0], "checkpoint_ns": key[1],
+                    "checkpoint_id": key[2], "parent_checkpoint_id": parent_id,
+                    "checkpoint": checkpoint, "metadata": metadata,
+                    "blobs": sorted(blobs, key=lambda b: (b["channel"], b["version"]))}
+        return json.dumps(document, sort_keys=True, ensure_ascii=False, default=str).encode()
+
+    def pending_writes(self, record: CheckpointRecord) -> list[PendingWrite]:
+        """Decoded writes of the checkpoint; an undecodable value becomes ``{"$undecodable": cause}``."""
+        with self._read() as cur:
+            return self._writes(cur, _key(record))
+
+    def _writes(self, cur: psycopg.Cursor[Any], key: Key) -> list[PendingWrite]:
+        writes = []
+        for task_id, channel, type_, blob, task_path, idx in cur.execute(
+                WRITES_SQL.format(task_path=self._task_path), key):
+            try:
+                value = decode_typed(type_, blob, aes_key=self.aes_key)
+            except DecodeError as exc:
+                value = {"$undecodable": str(exc)}
+            writes.append(PendingWrite(task_id, channel, value, idx, task_path or ""))
+        return sort_writes(writes)
+
+    # integrity ----------------------------------------------------------------------------
+
+    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
+        """Findings per checkpoint: row shape and codecs; with ``read_data`` every blob and write decoded."""
+        chunk: list[CheckpointRecord] = []
+        for record in records:
+            chunk.append(record)
+            if len(chunk) >= CHECK_CHUNK:
+                yield from self._check_chunk(chunk, read_data)
+                chunk = []
+        if chunk:
+            yield from self._check_chunk(chunk, read_data)
+
+    def _check_chunk(self, records: list[CheckpointRecord], read_data: bool) -> list[Finding]:
+        keys = list(dict.fromkeys(_key(r) for r in records))
+        arrays = [list(column) for column in zip(*keys)]
+        with self._read() as cur:
+            rows = {tuple(r[:3]): r[3:] for r in cur.execute(CHECK_ROWS_SQL, arrays)}
+            blobs = cur.execute(CHECK_BLOBS_SQL, [read_data, *arrays]).fetchall()
+            writes = cur.execute(CHECK_WRITES_SQL, [read_data, *arrays]).fetchall()
+        found: list[Finding] = []
+        for key in keys:
+            found.extend(_row_findings(key, rows.get(key)))
+        found.extend(self._blob_findings(blobs, read_data))
+        for thread, ns, cid, task_id, channel, type_, idx, blob in writes:
+            label = f"pending write {channel!r} (task {task_id}, idx {idx})"
+            found.extend(self._payload_findings(label, type_, blob, (thread, ns, cid), read_data, channel))
+        return found
+
+    def _blob_findings(self, blobs: Sequence[tuple[Any, ...]], read_data: bool) -> Iterator[Finding]:
+        """Each blob is checked once, however many checkpoints of the chunk share it."""
+        checked: dict[tuple[Any, ...], list[Finding]] = {}
+        for thread, ns, cid, channel, version, type_, blob in blobs:
+            shared = (thread, ns, channel, version)
+            if shared not in checked:
+                label = f"channel {channel!r} (blob version {version})"
+                checked[shared] = list(self._payload_findings(label, type_, blob, (thread, ns, cid), read_data))
+            yield from (replace(f, checkpoint_id=cid) for f in checked[shared])
+
+    def _payload_findings(
+        self, label: str, type_: str | None, blob: bytes | None, where: Key, read_data: bool,
+        channel: str | None = None,
+    ) -> Iterator[Finding]:
+        if not is_known_type(type_):
+            yield from codec_findings(type_, where, label)
+            return
+        if not read_data:
+            return
+        if type_ == "pickle" or ((type_ or "").startswith("pickle+") and self.aes_key is None):
+            yield pickle_finding(label, blob or b"", where, type_ or "")
+            return
+        try:
+            value = decode_typed(type_, blob, aes_key=self.aes_key)
+        except DecodeError as exc:
+            yield Finding("undecodable", "error", f"{label}: {exc}", *where)
+            return
+        yield from value_findings(label, value, where, None, channel)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _parent_finding(key: Key, parent_id: str) -> Finding:
+    """Worded like ``langgraph_common`` so the scan's row status and finding agree."""
+    return Finding("parent-missing", "error", f"parent checkpoint {parent_id} is missing", *key)
+
+
+def _row_findings(key: Key, row: Sequence[Any] | None) -> Iterator[Finding]:
+    if row is None:
+        yield Finding("missing", "error", "the checkpoint row no longer exists", *key)
+        return
+    values_type, versions_type, stored_id = row
+    if values_type not in (None, "object") or versions_type not in (None, "object"):
+        yield Finding("undecodable", "error", "checkpoint JSONB: channel_values/channel_versions "
+                      f"are {values_type}/{versions_type}, not objects", *key)
+    if stored_id not in (None, key[2]):
+        yield Finding("id-mismatch", "warning", f"checkpoint JSONB says id {stored_id}, the row {key[2]}", *key)
+
+
+def _blob_entry(channel: str, version: str, type_: str | None, blob: bytes | None) -> dict[str, Any]:
+    data = bytes(blob) if blob is not None else None
+    return {"channel": channel, "version": version, "type": type_,
+            "size": None if data is None else len(data),
+            "sha256": None if data is None else hashlib.sha256(data).hexdigest(),
+            "data_base64": None if data is None else base64.b64encode(data).decode("ascii")}
+
+
+def _events_table(events: Sequence[EventRecord]) -> pa.Table:
+    """``EVENT_SCHEMA`` rows built column-wise (``base.events_table`` goes row by row)."""
+    ids = pa.array([e.checkpoint_id for e in events], pa.string())
+    columns = {name: pa.array([getattr(e, name) for e in events], EVENT_SCHEMA.field(name).type)
+               for name in EVENT_SCHEMA.names if name not in ("checkpoint_id", "created_at")}
+    columns["checkpoint_id"] = ids
+    columns["created_at"] = uuid6_timestamps(ids)
+    return pa.Table.from_pydict({name: columns[name] for name in EVENT_SCHEMA.names}, schema=EVENT_SCHEMA)
+
+
+def _parse_token(token: str | None) -> dict[str, Any] | None:
+    if not token:
+        return None
+    try:
+        value = json.loads(token)
+        count, last_id = value["checkpoints"]
+        parsed = {"checkpoints": (int(count), last_id if isinstance(last_id, str) else None),
+                  "events": int(value["events"])}
+    except (ValueError, TypeError, KeyError):
+        return None
+    return parsed if value.get("v") == TOKEN_VERSION else None

@@ -1,0 +1,475 @@
+"""Reader for LangGraph ``SqliteSaver`` databases (``checkpoints`` + ``writes`` tables).
+
+Reading never writes: the database is opened through a ``file:`` URI with
+``mode=ro`` (and ``query_only``); when no ``-wal``/``-journal`` file is beside
+it, also ``immutable=1`` so SQLite creates no ``-wal``/``-shm`` files. When a
+``-wal`` exists (a live writer), each scan reads in one transaction so the
+listing is consistent.
+
+The listing comes from SQL only (ids, parents, type, blob length and the JSON
+metadata); checkpoint blobs are decoded only by ``load_state``,
+``pending_writes`` and ``check_checkpoints``, with the safe decoder in
+``readers.langgraph_serde`` (nothing named in the data is imported or run).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from app.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
+from readers.base import (
+    CheckpointRecord,
+    Finding,
+    HeadRecord,
+    PendingWrite,
+    Reader,
+    Scan,
+    events_table,
+)
+from readers.langgraph_common import (
+    Ancestor,
+    CheckpointColumns,
+    checkpoints_batch,
+    event_record,
+    heads_from_tables,
+    mark_missing_parents,
+    missing_parents,
+    parse_metadata,
+    rebuild_delta_values,
+    sort_writes,
+)
+from readers.langgraph_findings import codec_findings, pickle_finding, value_findings
+from readers.langgraph_serde import (
+    aes_key_from_env,
+    decode_typed,
+    is_known_type,
+    normalize_state,
+)
+
+BATCH_ROWS = 50_000
+SQLITE_HEADER = b"SQLite format 3\x00"
+LIVE_SUFFIXES = ("-wal", "-journal")
+TOKEN_VERSION = 1
+
+LIST_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       length(checkpoint), metadata
+FROM checkpoints WHERE rowid > ?
+"""
+MISSING_PARENTS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id FROM checkpoints c
+WHERE c.rowid > ? AND coalesce(c.parent_checkpoint_id, '') != '' AND NOT EXISTS (
+  SELECT 1 FROM checkpoints p WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+    AND p.checkpoint_id = c.parent_checkpoint_id)
+"""
+# Special writes (__error__ -1, __scheduled__ -2, __interrupt__ -3, __resume__ -4) are the
+# only ones with a negative idx (WRITES_IDX_MAP). ``idx`` is in the primary-key index, so
+# SQLite filters on the index and reads only the matching rows, not every write's value.
+EVENTS_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value
+FROM writes {index} WHERE idx < 0 AND rowid > ?
+"""
+HEADS_SQL = (
+    "SELECT thread_id, checkpoint_ns, max(checkpoint_id) FROM checkpoints "
+    "GROUP BY thread_id, checkpoint_ns"
+)
+ROW_SQL = (
+    "SELECT type, checkpoint, parent_checkpoint_id, metadata FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+ROW_INFO_SQL = (
+    "SELECT type, length(checkpoint) FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
+
+# --- opening -------------------------------------------------------------------
+
+
+def sqlite_path(url: str) -> Path:
+    """The database path for a plain path, ``file://path`` or ``sqlite:///path`` URL.
+
+    ``sqlite:///rel.db`` is relative (SQLAlchemy style) unless only the
+    absolute ``/rel.db`` exists; ``sqlite:////abs.db`` is absolute.
+    """
+    if url.startswith("sqlite://"):
+        rest = unquote(url[len("sqlite://"):].split("?", 1)[0])
+        if rest.startswith("//"):
+            return Path(rest[1:])
+        relative = Path(rest.lstrip("/"))
+        return relative if relative.exists() or not Path(rest).exists() else Path(rest)
+    if url.startswith("file://"):
+        rest = unquote(url[len("file://"):].split("?", 1)[0])
+        return Path(rest[len("localhost"):] if rest.startswith("localhost/") else rest)
+    if "://" in url:
+        raise ReaderError(f"not a SQLite path or URL: {url}")
+    return Path(url).expanduser()
+
+
+def is_live(path: Path) -> bool:
+    """True when a ``-wal`` or ``-journal`` file says a writer may be active."""
+    return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection that leaves no file behind (StoreNotFound if absent)."""
+    if not path.is_file():
+        raise StoreNotFound(f"store not found: {path} (no such file)")
+    uri = path.resolve().as_uri() + "?mode=ro" + ("" if is_live(path) else "&immutable=1")
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise ReaderError(f"{path} could not be opened read-only ({exc})") from None
+    try:
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ReaderError(f"{path} is not a readable SQLite database ({exc})") from None
+    return conn
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _pk_index_hint(conn: sqlite3.Connection, table: str, column: str) -> str:
+    """``INDEXED BY <primary-key index>`` when that index holds ``column``, else ''."""
+    for _seq, name, _unique, origin, _partial in conn.execute(f"PRAGMA index_list({table})"):
+        if origin == "pk" and column in {row[2] for row in conn.execute(f"PRAGMA index_info({name})")}:
+            return f'INDEXED BY "{name}"'
+    return ""
+
+
+def has_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+# --- the reader -------------------------------------------------------------------
+
+
+class LangGraphSqliteReader(Reader):
+    """LangGraph SqliteSaver database, read-only."""
+
+    name = "langgraph-sqlite"
+    description = "LangGraph SqliteSaver database (checkpoints + writes tables)"
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        self.path = sqlite_path(url)
+        key = self.storage_options.get("aes_key")
+        self.aes_key: bytes | None = key.encode() if isinstance(key, str) else key
+        if self.aes_key is None:
+            self.aes_key = aes_key_from_env()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn_live = False
+        self._has_writes = False
+        self._task_path = "''"
+        self._writes_index = ""
+        try:
+            with self._connection() as conn:
+                self._check_tables(conn)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+        try:
+            path = sqlite_path(url)
+            if not path.is_file() or not has_header(path):
+                return False
+            with closing(connect_readonly(path)) as conn:
+                return {"thread_id", "checkpoint_ns"} <= table_columns(conn, "checkpoints")
+        except (ReaderError, StoreNotFound, sqlite3.Error, OSError):
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # connections ------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """The shared connection (reopened when a writer appears or goes away)."""
+        with self._lock:
+            live = is_live(self.path)
+            if self._conn is None or live != self._conn_live:
+                self.close()
+                self._conn, self._conn_live = connect_readonly(self.path), live
+            with _sqlite_errors(self.path):
+                yield self._conn
+
+    def _check_tables(self, conn: sqlite3.Connection) -> None:
+        columns = table_columns(conn, "checkpoints")
+        needed = {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
+                  "checkpoint", "metadata"}
+        if not columns:
+            raise ReaderError(f"{self.path} has no LangGraph 'checkpoints' table: not a SqliteSaver database")
+        if missing := needed - columns:
+            raise ReaderError(f"{self.path}: the checkpoints table lacks LangGraph columns {sorted(missing)}")
+        writes = table_columns(conn, "writes")
+        self._has_writes = {"checkpoint_id", "channel", "value", "idx"} <= writes
+        self._task_path = "task_path" if "task_path" in writes else "''"
+        self._writes_index = _pk_index_hint(conn, "writes", "idx")
+
+    # scan -----------------------------------------------------------------------------
+
+    def scan(self, since: str | None = None) -> Scan:
+        """List checkpoints from SQL only, in one read transaction."""
+        with closing(connect_readonly(self.path)) as conn, _sqlite_errors(self.path):
+            conn.execute("BEGIN")
+            try:
+                return self._scan_in(conn, since)
+            finally:
+                conn.execute("COMMIT")
+
+    def _scan_in(self, conn: sqlite3.Connection, since: str | None) -> Scan:
+        counts = self._counts(conn)
+        token = json.dumps({"v": TOKEN_VERSION, **counts}, sort_keys=True)
+        if since == token:  # nothing changed: no rows, and heads=None (unchanged)
+            return Scan(token=token, full=False, checkpoints=iter(()), heads=None)
+        after = self._appended_after(conn, since, counts)
+        full = after is None
+        ck_after, wr_after = after or (0, 0)
+        tables, findings = self._checkpoint_tables(conn, ck_after)
+        heads = heads_from_tables(tables) if full else self._heads(conn)
+        events = self._event_tables(conn, wr_after)
+        if full and not self._has_writes:
+            findings.append(Finding("writes-missing", "warning", "the database has no LangGraph writes table"))
+        return Scan(token=token, full=full, checkpoints=iter(tables), events=iter(events),
+                    findings=findings, heads=heads)
+
+    @staticmethod
+    def _heads(conn: sqlite3.Connection) -> list[HeadRecord]:
+        return [HeadRecord(t, c, ns) for t, ns, c in conn.execute(HEADS_SQL)]
+
+    def _counts(self, conn: sqlite3.Connection) -> dict[str, list[int]]:
+        counts = {"checkpoints": list(conn.execute("SELECT coalesce(max(rowid), 0), count(*) FROM checkpoints").fetchone())}
+        if self._has_writes:
+            counts["writes"] = list(conn.execute("SELECT coalesce(max(rowid), 0), count(*) FROM writes").fetchone())
+        else:
+            counts["writes"] = [0, 0]
+        return counts
+
+    def _appended_after(
+        self, conn: sqlite3.Connection, since: str | None, counts: Mapping[str, list[int]]
+    ) -> tuple[int, int] | None:
+        """The rowids to list after when only appends happened since ``since``, else None."""
+        previous = _parse_token(since)
+        if previous is None:
+            return None
+        for table in ("checkpoints", "writes"):
+            if not self._only_appended(conn, table, previous[table], counts[table]):
+                return None
+        return previous["checkpoints"][0], previous["writes"][0]
+
+    def _only_appended(self, conn: sqlite3.Connection, table: str, before: list[int], now: list[int]) -> bool:
+        old_max, old_count = before
+        if now[0] < old_max:
+            return False
+        if table == "writes" and not self._has_writes:
+            return old_count == 0
+        added = conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > ?", (old_max,)).fetchone()[0]
+        return now[1] - added == old_count
+
+    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int) -> tuple[list[pa.Table], list[Finding]]:
+        """Batches of listed rows (column-wise), then one vectorised parent check."""
+        tables: list[pa.Table] = []
+        findings: list[Finding] = []
+        with _gc_paused():
+            cursor = conn.execute(LIST_SQL, (after,))
+            while rows := cursor.fetchmany(BATCH_ROWS):
+                cols = CheckpointColumns(*_columns(rows))
+                del rows
+                table, batch_findings = checkpoints_batch(cols)
+                tables.append(table)
+                findings.extend(batch_findings)
+        missing = missing_parents(tables) if not after else self._missing_parents_after(conn, after)
+        tables, parent_findings = mark_missing_parents(tables, missing)
+        return tables, findings + parent_findings
+
+    @staticmethod
+    def _missing_parents_after(conn: sqlite3.Connection, after: int) -> dict[tuple[str, str, str], str]:
+        rows = conn.execute(MISSING_PARENTS_SQL, (after,)).fetchall()
+        return {(t, ns, cid): parent for t, ns, cid, parent in rows}
+
+    def _event_tables(self, conn: sqlite3.Connection, after: int) -> list[pa.Table]:
+        if not self._has_writes:
+            return []
+        events = []
+        for row in conn.execute(EVENTS_SQL.format(index=self._writes_index), (after,)):
+            event = event_record(*row, aes_key=self.aes_key)
+            if event is not None:
+                events.append(event)
+        return [events_table(events)] if events else []
+
+    # one checkpoint -----------------------------------------------------------------------
+
+    def _row(self, record: CheckpointRecord) -> tuple[Any, ...]:
+        with self._connection() as conn:
+            row = conn.execute(ROW_SQL, _key(record)).fetchone()
+        if row is None:
+            raise CheckpointNotFound(f"checkpoint {record.checkpoint_id} of thread {record.run_id!r} not found")
+        return row
+
+    def read_blob(self, record: CheckpointRecord) -> bytes:
+        return bytes(self._row(record)[1] or b"")
+
+    def load_state(self, record: CheckpointRecord) -> Any:
+        """The checkpoint's channel values: user channels first, messages normalized."""
+        type_, blob, parent_id, metadata = self._row(record)
+        checkpoint = decode_typed(type_, blob, aes_key=self.aes_key)
+        if _is_marker(checkpoint):
+            return checkpoint
+        _require_checkpoint(checkpoint)
+        meta, _problem = parse_metadata(metadata)
+        values = rebuild_delta_values(checkpoint, meta, parent_id, self._ancestor_loader(record))
+        return normalize_state(values)
+
+    def _ancestor_loader(self, record: CheckpointRecord) -> Any:
+        def load(checkpoint_id: str) -> Ancestor | None:
+            key = (record.run_id, record.namespace or "", checkpoint_id)
+            with self._connection() as conn:
+                row = conn.execute(ROW_SQL, key).fetchone()
+            if row is None:
+                return None
+            checkpoint = decode_typed(row[0], row[1], aes_key=self.aes_key)
+            _require_checkpoint(checkpoint)
+            return Ancestor(checkpoint, row[2], self._writes(key))
+        return load
+
+    def pending_writes(self, record: CheckpointRecord) -> list[PendingWrite]:
+        """Decoded writes of the checkpoint; an undecodable value becomes ``{"$undecodable": cause}``."""
+        return self._writes(_key(record))
+
+    def _writes(self, key: tuple[str, str, str]) -> list[PendingWrite]:
+        writes = []
+        for task_id, channel, type_, value, task_path, idx in self._write_rows(key):
+            try:
+                decoded = decode_typed(type_, value, aes_key=self.aes_key)
+            except DecodeError as exc:
+                decoded = {"$undecodable": str(exc)}
+            writes.append(PendingWrite(task_id, channel, decoded, idx, task_path or ""))
+        return sort_writes(writes)
+
+    def _write_rows(self, key: tuple[str, str, str]) -> list[tuple[Any, ...]]:
+        if not self._has_writes:
+            return []
+        sql = (f"SELECT task_id, channel, type, value, {self._task_path}, idx FROM writes "
+               "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?")
+        with self._connection() as conn:
+            return conn.execute(sql, key).fetchall()
+
+    # integrity ------------------------------------------------------------------------------
+
+    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
+        """Findings for each checkpoint: codec, and with ``read_data`` its blob and writes."""
+        for record in records:
+            yield from self._check_one(record, read_data)
+
+    def _check_one(self, record: CheckpointRecord, read_data: bool) -> Iterator[Finding]:
+        where = (record.run_id, record.namespace or "", record.checkpoint_id)
+        with self._connection() as conn:
+            info = conn.execute(ROW_INFO_SQL, _key(record)).fetchone()
+        if info is None:
+            yield Finding("missing", "error", "the checkpoint row no longer exists", *where)
+            return
+        if not read_data:
+            yield from codec_findings(info[0], where)
+            return
+        type_, blob, _parent, _meta = self._row(record)
+        yield from self._payload_findings("checkpoint", type_, blob, where, record.checkpoint_id)
+        for task_id, channel, w_type, value, _path, idx in self._write_rows(_key(record)):
+            label = f"pending write {channel!r} (task {task_id}, idx {idx})"
+            yield from self._payload_findings(label, w_type, value, where, None, channel)
+
+    def _payload_findings(
+        self, label: str, type_: str | None, blob: bytes | None, where: tuple[str, str, str],
+        expected_id: str | None, channel: str | None = None,
+    ) -> Iterator[Finding]:
+        if not is_known_type(type_):
+            yield from codec_findings(type_, where, label)
+            return
+        if type_ == "pickle" or ((type_ or "").startswith("pickle+") and self.aes_key is None):
+            yield pickle_finding(label, blob or b"", where, type_ or "")
+            return
+        try:
+            value = decode_typed(type_, blob, aes_key=self.aes_key)
+        except DecodeError as exc:
+            yield Finding("undecodable", "error", f"{label}: {exc}", *where)
+            return
+        yield from value_findings(label, value, where, expected_id, channel)
+
+
+def _columns(rows: list[tuple[Any, ...]]) -> tuple[Sequence[Any], ...]:
+    """LIST_SQL rows as the CheckpointColumns fields, in its order."""
+    threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*rows)
+    return threads, namespaces, ids, parents, metadata, codecs, sizes
+
+
+@contextmanager
+def _sqlite_errors(path: Path) -> Iterator[None]:
+    """SQLite failures (locked, damaged file…) as ReaderError naming the database."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise ReaderError(f"{path}: SQLite error: {exc}") from exc
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building many small tuples (they hold no cycles)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _is_marker(value: Any) -> bool:
+    return isinstance(value, dict) and ("$encrypted" in value or "$unloaded" in value)
+
+
+def _require_checkpoint(value: Any) -> None:
+    if not isinstance(value, dict) or not isinstance(value.get("channel_values"), dict):
+        raise DecodeError("the blob decoded, but it is not a LangGraph checkpoint (no channel_values)")
+
+
+def _key(record: CheckpointRecord) -> tuple[str, str, str]:
+    return record.run_id, record.namespace or "", record.checkpoint_id
+
+
+def _parse_token(token: str | None) -> dict[str, list[int]] | None:
+    if not token:
+        return None
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("v") != TOKEN_VERSION:
+        return None
+    try:
+        return {t: [int(value[t][0]), int(value[t][1])] for t in ("checkpoints", "writes")}
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
