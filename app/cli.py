@@ -153,7 +153,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     entry = Path(__file__).with_name("streamlit_app.py")
     command = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.address", args.host,
                "--server.port", str(args.port), "--server.headless", "true",
-               "--browser.gatherUsageStats", "false"]
+               "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
     output.info(f"Rewind dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
     return subprocess.call(command, env=env)
 

@@ -110,12 +110,16 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def render_ls(rows: list[dict[str, Any]]) -> str:
-    body = [[r["run_id"] + (f" [{r['namespace']}]" if r.get("namespace") else ""),
+    body = [[r["run_id"] + (f" [{_short(r['namespace'])}]" if r.get("namespace") else ""),
              str(r["step"] if r["step"] is not None else "-"), _time(r["created_at"]),
              r["trigger"] or "-", r["kind"] or "-", r["status"], human_bytes(r["size_bytes"]),
              r["checkpoint_id"], (r.get("status_reason") or "")[:60]] for r in rows]
     header = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
     return table(body, header) + f"\n{len(rows)} checkpoint(s)"
+
+
+def _short(text: str, width: int = 18) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def render_show(result: dict[str, Any]) -> str:

@@ -48,11 +48,24 @@ def _rows(catalog: Catalog, sql: str, params: Any = None) -> list[dict[str, Any]
 
 
 def stores(catalog: Catalog) -> pd.DataFrame:
-    return _frame(catalog, """SELECT s.store_id, s.display_url, s.reader, s.indexed_at, s.verified_at,
+    """Every indexed store (``url`` may hold credentials: show ``display_url``)."""
+    return _frame(catalog, """SELECT s.store_id, s.url, s.display_url, s.reader, s.indexed_at, s.verified_at,
         count(c.checkpoint_id) AS checkpoints, count(DISTINCT c.run_id) AS runs,
         coalesce(sum(c.size_bytes), 0) AS size_bytes
         FROM stores s LEFT JOIN checkpoints c USING (store_id)
         GROUP BY ALL ORDER BY s.store_id""")
+
+
+def indexed_stores(catalog: Catalog) -> dict[str, int]:
+    """url -> store_id for every store in the index."""
+    return {r["url"]: int(r["store_id"]) for r in
+            _rows(catalog, "SELECT store_id, url FROM stores ORDER BY store_id")}
+
+
+def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
+    """Checkpoints per depth of their last check: 'data', 'structure' or 'never'."""
+    return {str(depth): int(n) for depth, n in _pairs(catalog, """SELECT coalesce(verified, 'never'),
+        count(*) FROM checkpoints WHERE store_id = ? GROUP BY ALL""", store_id)}
 
 
 def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
@@ -126,13 +139,13 @@ def storage_growth(catalog: Catalog, store_id: int, buckets: int = 200) -> pd.Da
     """Bytes written per time bucket and per agent, with the running total."""
     return _frame(catalog, """WITH span AS (SELECT min(epoch(created_at)) AS lo,
             greatest(max(epoch(created_at)) - min(epoch(created_at)), 1) / $n AS width
-            FROM checkpoints WHERE store_id = $sid)
-        SELECT to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width) AS bucket,
-               coalesce(agent, '(none)') AS agent, sum(size_bytes) AS size_bytes,
-               sum(sum(size_bytes)) OVER (PARTITION BY coalesce(agent, '(none)')
-                   ORDER BY to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width)) AS total_bytes
-        FROM checkpoints, span WHERE store_id = $sid AND created_at IS NOT NULL
-        GROUP BY ALL ORDER BY bucket""", {"sid": store_id, "n": buckets})
+            FROM checkpoints WHERE store_id = $sid),
+        b AS (SELECT to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width) AS bucket,
+              coalesce(agent, '(none)') AS agent, size_bytes
+              FROM checkpoints, span WHERE store_id = $sid AND created_at IS NOT NULL)
+        SELECT bucket, agent, sum(size_bytes) AS size_bytes,
+               sum(sum(size_bytes)) OVER (PARTITION BY agent ORDER BY bucket) AS total_bytes
+        FROM b GROUP BY bucket, agent ORDER BY bucket""", {"sid": store_id, "n": buckets})
 
 
 def recent_failures(catalog: Catalog, store_id: int, limit: int = 20) -> pd.DataFrame:
@@ -141,8 +154,9 @@ def recent_failures(catalog: Catalog, store_id: int, limit: int = 20) -> pd.Data
         SELECT created_at, run_id, agent, checkpoint_id, status AS what, status_reason AS detail
         FROM checkpoints WHERE store_id = $sid AND status IN ('corrupt', 'incomplete')
         UNION ALL
-        SELECT e.created_at, e.run_id, NULL AS agent, e.checkpoint_id, e.kind AS what, e.message
-        FROM events e WHERE e.store_id = $sid AND e.kind IN ('error', 'timeout', 'crash', 'failure'))
+        SELECT e.created_at, e.run_id, r.agent, e.checkpoint_id, e.kind AS what, e.message
+        FROM events e LEFT JOIN runs r ON r.store_id = e.store_id AND r.run_id = e.run_id
+        WHERE e.store_id = $sid AND e.kind IN ('error', 'timeout', 'crash', 'failure'))
         ORDER BY created_at DESC NULLS LAST LIMIT $limit""", {"sid": store_id, "limit": limit})
 
 
@@ -170,7 +184,7 @@ def _bucketed(catalog: Catalog, where: str, params: list[Any], max_points: int) 
         SELECT to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width) AS created_at,
                trigger, status, count(*) AS count, sum(size_bytes) AS size_bytes,
                count(DISTINCT run_id) AS runs, min(step) AS step, NULL AS checkpoint_id,
-               NULL AS run_id, NULL AS status_reason
+               run_id, NULL AS status_reason
         FROM sel, span WHERE status = 'ok' GROUP BY ALL
         UNION ALL
         SELECT * FROM (SELECT created_at, trigger, status, 1, size_bytes, 1, step, checkpoint_id,
@@ -181,10 +195,15 @@ def _bucketed(catalog: Catalog, where: str, params: list[Any], max_points: int) 
 
 
 def events(catalog: Catalog, store_id: int, run_id: str | None = None,
-           checkpoint_id: str | None = None, limit: int = 2000) -> pd.DataFrame:
+           checkpoint_id: str | None = None, agent: str | None = None,
+           limit: int = 2000) -> pd.DataFrame:
     where, params = _where(store_id, run_id=run_id, checkpoint_id=checkpoint_id)
+    if agent is not None:
+        where += " AND run_id IN (SELECT run_id FROM runs WHERE store_id = ? AND agent = ?)"
+        params += [store_id, agent]
     return _frame(catalog, f"""SELECT created_at, run_id, namespace, checkpoint_id, kind, channel,
-        task_id, message FROM events WHERE {where} ORDER BY created_at LIMIT {int(limit)}""", params)
+        task_id, message FROM events WHERE {where} ORDER BY created_at DESC LIMIT {int(limit)}""", params
+                  ).iloc[::-1].reset_index(drop=True)
 
 
 def findings(catalog: Catalog, store_id: int, checkpoint_id: str | None = None,

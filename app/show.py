@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from app import queries
 from app.catalog import Catalog
-from app.errors import DecodeError
+from app.errors import CheckpointNotFound, DecodeError, RewindError
 from app.redact import redact
 from app.stores import OpenStore
 from readers.base import CheckpointRecord
@@ -47,3 +48,21 @@ def pending_writes(store: OpenStore, record: CheckpointRecord) -> list[dict[str,
     except DecodeError as exc:
         return [{"error": str(exc)}]
     return [redact(asdict(w)) for w in writes]
+
+
+def checkpoint_view(catalog: Catalog, store_id: int, ref: str,
+                    open_store: Callable[[], OpenStore]) -> dict[str, Any]:
+    """``show_checkpoint``, or — when the store cannot be opened any more — what the
+    index knows about the checkpoint, with the reason in ``state_error``."""
+    try:
+        return show_checkpoint(catalog, open_store(), ref)
+    except CheckpointNotFound:
+        raise
+    except (RewindError, OSError) as exc:
+        reason = f"the store cannot be opened: {exc}"
+    record = queries.resolve_checkpoint(catalog, store_id, ref)
+    events = queries.events(catalog, store_id, checkpoint_id=record.checkpoint_id)
+    return {"checkpoint": redact(queries.checkpoint_fields(record)), "state": None,
+            "pending_writes": [], "findings": queries.findings(catalog, store_id, record.checkpoint_id),
+            "events": redact(events.to_dict(orient="records")), "state_error": redact(reason),
+            "head": queries.head_of(catalog, store_id, record.run_id, record.namespace)}

@@ -12,7 +12,7 @@ from app.config import Settings, load_settings
 from app.errors import UsageError
 from app.verify import VerifyReport, verify_store
 from readers.base import Reader
-from readers.registry import display_url, open_reader, pick_reader
+from readers.registry import display_url, open_reader
 
 CHECK_DEPTHS = ("data", "structure", "none")
 Progress = Callable[[int, int | None], None]
@@ -52,9 +52,8 @@ def normalize_url(url: str) -> str:
 def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
                storage_options: Mapping[str, Any] | None = None) -> OpenStore:
     url = normalize_url(url)
-    name = reader_name or pick_reader(url, storage_options)
-    reader = open_reader(url, name, storage_options)
-    return OpenStore(url, catalog.store_id(url, name, display_url(url)), reader)
+    reader = open_reader(url, reader_name, storage_options)
+    return OpenStore(url, catalog.store_id(url, reader.name, display_url(url)), reader)
 
 
 def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, full: bool = False,

@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from app.errors import MissingDependency, ReaderError, StoreNotFound, UsageError
+from app.errors import MissingDependency, ReaderError, RewindError, StoreNotFound, UsageError
 from readers.base import Reader
 
 BUILTIN_READERS: dict[str, str] = {
@@ -91,9 +91,32 @@ def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> s
 def open_reader(
     url: str, reader: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> Reader:
-    """An open reader for ``url`` (chosen automatically unless named)."""
-    name = reader or pick_reader(url, storage_options)
-    return load_reader_class(name)(url, storage_options)
+    """An open reader for ``url`` (chosen automatically unless named).
+
+    Errors from storage libraries (an unknown protocol, missing credentials, a
+    refused connection) become one-line ReaderErrors naming the URL without
+    its credentials.
+    """
+    try:
+        name = reader or pick_reader(url, storage_options)
+        return load_reader_class(name)(url, storage_options)
+    except RewindError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the boundary with fsspec/s3fs/drivers
+        raise ReaderError(f"cannot open {display_url(url)}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for secret in _url_secrets(str(exc)):
+        text = text.replace(secret, "***")
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _url_secrets(text: str) -> list[str]:
+    import re
+
+    return [m.group(1) for m in re.finditer(r"://[^:/@\s]+:([^@/\s]+)@", text)]
 
 
 def display_url(url: str) -> str:

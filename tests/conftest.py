@@ -2,4 +2,6 @@
 
 pytest_plugins = [
     "tests.fixtures_pg",
+    "tests.fixtures_s3",
+    "tests.fixtures_browser",
 ]

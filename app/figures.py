@@ -1,0 +1,216 @@
+"""Plotly figures and display formatting for the pages (no streamlit here)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.output import human_bytes
+
+DAMAGED = ("corrupt", "incomplete")
+
+
+ALL_RUNS = "All runs"
+
+
+MAX_CHOICES = 3000
+
+
+STATUS_COLORS = {"ok": "#2e9e5b", "corrupt": "#d62728", "incomplete": "#ff7f0e",
+                 "quarantined": "#9467bd", "superseded": "#9aa0a6"}
+
+
+STATUS_SYMBOLS = {"ok": "circle", "corrupt": "x", "incomplete": "x", "quarantined": "diamond",
+                  "superseded": "circle-open"}
+
+
+TRIGGER_COLORS = {"periodic": "#4c78a8", "event": "#f58518", "manual": "#54a24b",
+                  "final": "#b279a2", "restore": "#17becf"}
+
+
+EVENT_SYMBOLS = {"error": "star", "timeout": "hourglass", "interrupt": "diamond-tall",
+                 "restart": "triangle-right", "crash": "star", "failure": "star"}
+
+
+EVENT_COLORS = {"error": "#8e0152", "crash": "#4d0026", "failure": "#8e0152", "timeout": "#b35806",
+                "interrupt": "#542788", "restart": "#1b7837"}
+
+
+@dataclass
+class TimelineData:
+    points: pd.DataFrame
+    aggregated: bool
+    events: pd.DataFrame
+    total: int
+
+
+def compact(n: int) -> str:
+    """1,234 / 123,456 / 1.2M — short enough for a metric card."""
+    return f"{n:,}" if n < 1_000_000 else f"{n / 1_000_000:.1f}M"
+
+
+def utc(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return "-"
+    stamp = pd.Timestamp(value)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def naive_utc(series: pd.Series) -> pd.Series:
+    series = pd.to_datetime(series, utc=True)
+    return series.dt.tz_convert("UTC").dt.tz_localize(None)
+
+
+def _style(fig: go.Figure, x: str, y: str, height: int = 320) -> go.Figure:
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_xaxes(title_text=x)
+    fig.update_yaxes(title_text=y)
+    return fig
+
+
+def status_figure(by_status: dict[str, int]) -> go.Figure:
+    names = list(by_status)
+    counts = [by_status[n] for n in names]
+    fig = go.Figure(go.Bar(x=names, y=counts, text=[f"{c:,}" for c in counts], textposition="auto",
+                           marker_color=[STATUS_COLORS.get(n, "#888") for n in names],
+                           hovertemplate="%{x}: %{y:,} checkpoints<extra></extra>"))
+    return _style(fig, "status", "checkpoints")
+
+
+def growth_figure(growth: pd.DataFrame) -> go.Figure:
+    """Cumulative bytes per agent over time, stacked."""
+    wide = growth.pivot_table(index="bucket", columns="agent", values="total_bytes", aggfunc="max")
+    wide = wide.sort_index().ffill().fillna(0)
+    wide.index = naive_utc(pd.Series(wide.index)).values
+    fig = go.Figure()
+    for agent in wide.columns:
+        fig.add_trace(go.Scatter(x=wide.index, y=wide[agent], name=str(agent), stackgroup="bytes",
+                                 mode="lines", customdata=[human_bytes(v) for v in wide[agent]],
+                                 hovertemplate=f"{agent}: %{{customdata}} at %{{x}} UTC<extra></extra>"))
+    fig.update_yaxes(tickformat="~s", ticksuffix="B")
+    return _style(fig, "time (UTC)", "stored bytes (cumulative)")
+
+
+def run_labels(runs: pd.DataFrame) -> dict[str, str]:
+    """ALL_RUNS plus run id -> "run · agent · N checkpoints · last at", most recent first."""
+    labels = {ALL_RUNS: f"All runs ({len(runs):,})"}
+    for r in runs.head(MAX_CHOICES).itertuples():
+        damaged = int(r.corrupt + r.incomplete)
+        labels[r.run_id] = (f"{r.run_id} · {r.agent or '-'} · {int(r.checkpoints):,} ckpt"
+                            + (f" · {damaged} damaged" if damaged else "") + f" · last {utc(r.last_at)}")
+    return labels
+
+
+def _point_label(row: pd.Series, aggregated: bool) -> str:
+    if aggregated and pd.isna(row.get("checkpoint_id")):
+        return (f"<b>{int(row['count']):,} checkpoints</b> (aggregated) from {int(row['runs'])} run(s)"
+                f"<br>{row['trigger']} · {row['status']} · {human_bytes(row['size_bytes'])}"
+                f"<br>from step {row['step']} · bucket at {utc(row['created_at'])} UTC")
+    reason = f"<br>{str(row['status_reason'])[:100]}" if isinstance(row.get("status_reason"), str) else ""
+    return (f"<b>{row['run_id']}</b> step {row['step']}<br>{row['trigger']} · {row['status']} · "
+            f"{human_bytes(row['size_bytes'])}<br>{utc(row['created_at'])} UTC<br>"
+            f"{row['checkpoint_id']}{reason}")
+
+
+def _y_values(frame: pd.DataFrame, y: str) -> pd.Series:
+    if y == "step":
+        return frame["step"]
+    return frame["run_id"].fillna("(aggregated)")
+
+
+def _point_trace(frame: pd.DataFrame, name: str, color: str, y: str, aggregated: bool,
+                 group: str) -> go.Scatter:
+    symbols = [STATUS_SYMBOLS.get(s, "circle") for s in frame["status"]]
+    damaged = frame["status"].isin(DAMAGED)
+    base = 9 if len(frame) < 500 else 6
+    sizes = [14 if d else base for d in damaged]
+    if aggregated:
+        sizes = [min(8 + 3 * math.sqrt(c), 30) for c in frame["count"]]
+    ids = frame[["checkpoint_id"]].astype(object)
+    return go.Scatter(
+        x=naive_utc(frame["created_at"]), y=_y_values(frame, y), mode="markers", name=name,
+        legendgroup=group, legendgrouptitle_text=group, customdata=ids.where(ids.notna(), None).values,
+        marker=dict(color=color, symbol=symbols, size=sizes, line=dict(width=1, color="#333")),
+        hovertext=[_point_label(r, aggregated) for _, r in frame.iterrows()], hoverinfo="text")
+
+
+def _event_traces(events: pd.DataFrame, points: pd.DataFrame, y: str) -> list[go.Scatter]:
+    if events.empty:
+        return []
+    frame = events.copy()
+    if y == "step":
+        steps = points.dropna(subset=["checkpoint_id"]).set_index("checkpoint_id")["step"]
+        frame["step"] = frame["checkpoint_id"].map(steps)
+        frame = frame.dropna(subset=["step"])
+    traces = []
+    for kind, group in frame.groupby("kind"):
+        traces.append(go.Scatter(
+            x=naive_utc(group["created_at"]), y=_y_values(group, y), mode="markers",
+            name=str(kind), legendgroup="events", legendgrouptitle_text="events",
+            marker=dict(symbol=EVENT_SYMBOLS.get(kind, "triangle-up"), size=12, opacity=0.8,
+                        color=EVENT_COLORS.get(kind, "#333"), line=dict(width=1, color="#fff")),
+            hovertext=[f"<b>{kind}</b> in {r['run_id']}<br>{utc(r['created_at'])} UTC<br>"
+                       f"{str(r['message'] or '')[:160]}" for _, r in group.iterrows()],
+            hoverinfo="text", customdata=group[["checkpoint_id"]].values))
+    return traces
+
+
+def timeline_figure(data: TimelineData, color_by_status: bool, y: str,
+                    highlight: str | None = None) -> go.Figure:
+    """Checkpoints over time: colored by trigger (damaged as red X) or by status; ``highlight`` ringed."""
+    points, agg = data.points, data.aggregated
+    is_damaged = points["status"].isin(DAMAGED)
+    healthy, damaged = points[~is_damaged], points[is_damaged]
+    fig = go.Figure()
+    if color_by_status:
+        for status, group in healthy.groupby("status"):
+            color = STATUS_COLORS.get(status, "#888")
+            fig.add_trace(_point_trace(group, str(status), color, y, agg, "status"))
+    else:
+        for trigger, group in healthy.groupby(healthy["trigger"].fillna("(none)")):
+            fig.add_trace(_point_trace(group, str(trigger), TRIGGER_COLORS.get(trigger, "#888"), y, agg,
+                                       "trigger"))
+    fig.add_traces(_event_traces(data.events, points, y))
+    groups = list(damaged.groupby("status")) if color_by_status else [("damaged", damaged)]
+    for name, group in groups:  # drawn last so damaged checkpoints stay on top
+        if not group.empty:
+            color = STATUS_COLORS.get(name, STATUS_COLORS["corrupt"])
+            fig.add_trace(_point_trace(group, str(name), color, y, agg, "status"))
+    chosen = points[points["checkpoint_id"].fillna("").str.startswith(highlight)] if highlight else points[:0]
+    if len(chosen) == 1:
+        fig.add_trace(go.Scatter(
+            x=naive_utc(chosen["created_at"]), y=_y_values(chosen, y), mode="markers", name="selected",
+            showlegend=False, hoverinfo="skip",
+            marker=dict(symbol="circle-open", size=24, color="#111", line=dict(width=3))))
+    fig.update_layout(clickmode="event+select", dragmode="zoom", hovermode="closest")
+    rows = 12
+    if y == "run":
+        rows = len(set(_y_values(points, y)) | set(data.events["run_id"].dropna()))
+        fig.update_yaxes(type="category", categoryorder="category descending", dtick=1)
+    return _style(fig, "created at (UTC)", y, height=int(min(max(380, 22 * rows + 180), 900)))
+
+
+def selected_checkpoint(event: Any) -> tuple[str | None, bool]:
+    """(checkpoint id, whether an aggregated point was clicked) from a plotly chart's state."""
+    selection = event.get("selection") if isinstance(event, dict) else getattr(event, "selection", None)
+    points = (selection or {}).get("points", [])
+    for point in points:
+        custom = point.get("customdata")
+        value = custom[0] if isinstance(custom, list) and custom else custom
+        if isinstance(value, str) and value:
+            return value, False
+    return None, bool(points)
+
+
+def checkpoint_choices(points: pd.DataFrame) -> dict[str, str]:
+    """checkpoint id -> label, newest first (at most MAX_CHOICES)."""
+    named = points.dropna(subset=["checkpoint_id"]).sort_values("created_at", ascending=False)
+    named = named.head(MAX_CHOICES)
+    return {r["checkpoint_id"]: f"{r['run_id']} · step {r['step']} · {utc(r['created_at'])} · "
+            f"{r['trigger']} · {r['status']} · {r['checkpoint_id'][:13]}…" for _, r in named.iterrows()}

@@ -1,0 +1,536 @@
+"""Streamlit glue: the one module that imports both streamlit and the core.
+
+Pages call into this module for everything that touches the index or a
+store: the cached catalog, cached query results, the store picker shared by
+every page, and renderers (tables, plotly figures, the checkpoint and state
+viewers). Everything shown has been redacted (app.redact) and every URL is
+shown without credentials (readers.registry.display_url).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from app import queries
+from app.catalog import Catalog
+from app.config import load_settings
+from app.errors import RewindError
+from app.output import dumps, human_bytes
+from app.redact import redact_text
+from app.show import checkpoint_view
+from app.stores import OpenStore, index_store, normalize_url, open_store
+from app.figures import (  # the names pages use are re-exported here
+    ALL_RUNS as ALL_RUNS,
+    DAMAGED,
+    TimelineData,
+    checkpoint_choices as checkpoint_choices,
+    compact,
+    growth_figure as growth_figure,
+    run_labels as run_labels,
+    selected_checkpoint as selected_checkpoint,
+    status_figure as status_figure,
+    timeline_figure as timeline_figure,
+    utc,
+)
+from app.stateview import (
+    find_conversation,
+    get_path,
+    order_channels,
+    tool_call,
+    truncate,
+    without_path,
+)
+from readers.registry import display_url
+
+CACHE_TTL = 60
+TIMELINE_PAGE = "../pages/timeline.py"
+ALL_AGENTS = "All agents"
+MAX_TABLE_ROWS = 500
+FAILURES_SHOWN = 20  # queries.recent_failures' default limit
+TIMELINE_MAX_POINTS = queries.DEFAULT_MAX_POINTS  # above this, queries.timeline buckets in SQL
+MAX_MESSAGES = 50
+CONVERSATION_HEIGHT = 420
+UI_CHECK_DEPTH = "structure"  # the picker's fast check; `rewind verify --read-data` re-reads blobs
+
+BADGE_COLORS = {"ok": "green", "corrupt": "red", "incomplete": "orange", "quarantined": "violet",
+                "superseded": "gray"}
+
+# session-state keys
+STORE_KEY = "rewind_store"
+NEW_URL_KEY = "rewind_new_url"
+PENDING_URL_KEY = "rewind_pending_url"
+EXTRA_URLS_KEY = "rewind_extra_urls"
+REFRESHED_KEY = "rewind_refreshed"
+ERROR_KEY = "rewind_store_error"
+FOCUS_RUN_KEY = "rewind_focus_run"
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """The store a page shows: where its index lives, its URL and id there."""
+
+    index_path: str
+    url: str
+    store_id: int
+    allow_write: bool = False
+
+    @property
+    def display(self) -> str:
+        return display_url(self.url)
+
+
+@dataclass
+class Action:
+    """A suggested next step on the Overview page."""
+
+    message: str
+    level: str = "warning"  # warning | info
+    run_id: str | None = None
+
+
+@dataclass
+class OverviewData:
+    overview: queries.Overview
+    agents: pd.DataFrame
+    runs: pd.DataFrame
+    growth: pd.DataFrame
+    failures: pd.DataFrame
+    actions: list[Action] = field(default_factory=list)
+
+
+# ---- cached resources and queries --------------------------------------------------
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _catalog(index_path: str) -> Catalog:
+    return Catalog(index_path)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _open_store(index_path: str, url: str) -> OpenStore:
+    return open_store(_catalog(index_path), url)
+
+
+QUERIES: dict[str, Callable[..., Any]] = {
+    "overview": queries.overview, "agents": queries.agents, "runs": queries.runs,
+    "growth": queries.storage_growth, "failures": queries.recent_failures,
+    "timeline": lambda c, sid, run, agent, most: queries.timeline(c, sid, run_id=run, agent=agent,
+                                                                 max_points=most),
+    "events": lambda c, sid, run, agent: queries.events(c, sid, run_id=run, agent=agent),
+    "verification": queries.verification_depths,
+}
+
+
+@st.cache_data(ttl=CACHE_TTL, max_entries=256, show_spinner=False)
+def _query(index_path: str, name: str, store_id: int, *args: Any) -> Any:
+    """``QUERIES[name]`` over the cached catalog, cached by these plain arguments."""
+    return QUERIES[name](_catalog(index_path), store_id, *args)
+
+
+def query(ref: StoreRef, name: str, *args: Any) -> Any:
+    return _query(ref.index_path, name, ref.store_id, *args)
+
+
+@st.cache_data(ttl=CACHE_TTL, max_entries=32, show_spinner=False)
+def _checkpoint(index_path: str, url: str, store_id: int, ref: str) -> dict[str, Any]:
+    return checkpoint_view(_catalog(index_path), store_id, ref, lambda: _open_store(index_path, url))
+
+
+def clear_query_caches() -> None:
+    _query.clear()
+    _checkpoint.clear()
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Show a RewindError as st.error and stop the page (never a traceback)."""
+    try:
+        yield
+    except RewindError as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+# ---- store picker ---------------------------------------------------------------------
+
+
+def store_picker() -> StoreRef | None:
+    """The sidebar store picker shared by every page; None when no store is usable."""
+    settings = load_settings()
+    index_path = str(settings.index_path)
+    with st.sidebar:
+        _write_badge(settings.allow_write)
+        try:
+            catalog = _catalog(index_path)
+            ref = _pick(catalog, index_path, settings.allow_write)
+        except RewindError as exc:
+            st.error(str(exc))
+            ref = None
+        _show_last_error()
+    if ref is None:
+        st.info("No store selected. Add one in the sidebar: a folder, `file://…`, `memory://…`, "
+                "`s3://bucket/prefix`, a LangGraph SQLite file or a `postgresql://` DSN.")
+    return ref
+
+
+def _write_badge(allow_write: bool) -> None:
+    if allow_write:
+        st.badge("writes enabled", icon=":material/edit:", color="orange",
+                 help="REWIND_ALLOW_WRITE is set: recovery actions are available")
+    else:
+        st.badge("read-only", icon=":material/lock:", color="gray",
+                 help="Start with `rewind ui --allow-write` (or REWIND_ALLOW_WRITE=1) to enable writes")
+
+
+def _pick(catalog: Catalog, index_path: str, allow_write: bool) -> StoreRef | None:
+    st.text_input("Open a store", key=NEW_URL_KEY, on_change=_queue_new_url,
+                  placeholder="path, s3://…, file.sqlite, postgresql://…",
+                  help="Any store URL; it is indexed (fast structural check) when added.")
+    pending = st.session_state.pop(PENDING_URL_KEY, None)
+    if pending:
+        _add_store(catalog, pending)
+    urls = _candidate_urls(catalog)
+    if not urls:
+        return None
+    if st.session_state.get(STORE_KEY) not in urls:
+        st.session_state[STORE_KEY] = urls[0]
+    url = st.selectbox("Store", urls, format_func=display_url, key=STORE_KEY)
+    if st.button("Re-index", icon=":material/refresh:", help="Read what changed in the store"):
+        st.session_state.get(REFRESHED_KEY, set()).discard(url)
+        clear_query_caches()
+    return _ensure_indexed(catalog, index_path, url, allow_write)
+
+
+def _queue_new_url() -> None:
+    typed = (st.session_state.get(NEW_URL_KEY) or "").strip()
+    if typed:
+        st.session_state[PENDING_URL_KEY] = typed
+    st.session_state[NEW_URL_KEY] = ""  # never keep a typed DSN (it may hold a password) on screen
+
+
+def _candidate_urls(catalog: Catalog) -> list[str]:
+    env = [normalize_url(u) for u in os.environ.get("REWIND_STORES", "").split(os.pathsep) if u]
+    extra = st.session_state.get(EXTRA_URLS_KEY, [])
+    return list(dict.fromkeys([*extra, *env, *queries.indexed_stores(catalog)]))
+
+
+def _add_store(catalog: Catalog, typed: str) -> None:
+    st.session_state.pop(ERROR_KEY, None)
+    url = normalize_url(typed)
+    if _index(catalog, url) is None:
+        return
+    extra = st.session_state.setdefault(EXTRA_URLS_KEY, [])
+    if url not in extra:
+        extra.insert(0, url)
+    st.session_state[STORE_KEY] = url
+
+
+def _ensure_indexed(catalog: Catalog, index_path: str, url: str, allow_write: bool) -> StoreRef | None:
+    """Refresh the store once per session (incremental); fall back to the index on failure."""
+    refreshed: set[str] = st.session_state.setdefault(REFRESHED_KEY, set())
+    known = queries.indexed_stores(catalog)
+    if url not in refreshed:
+        refreshed.add(url)
+        if _index(catalog, url) is not None:
+            known = queries.indexed_stores(catalog)
+        elif url in known:
+            st.session_state[ERROR_KEY] += " — showing the index as it was when last read."
+    if url not in known:
+        return None
+    return StoreRef(index_path, url, known[url], allow_write)
+
+
+def _index(catalog: Catalog, url: str) -> int | None:
+    """Index ``url`` inside st.status; the store id, or None with the error remembered."""
+    holder = st.empty()
+    try:
+        with holder.status(f"Indexing {display_url(url)}…"):
+            summary = index_store(catalog, url, check=UI_CHECK_DEPTH)
+    except Exception as exc:  # any URL can be typed: fsspec/botocore errors are not RewindErrors
+        st.session_state[ERROR_KEY] = open_error_message(url, exc)
+        return None
+    finally:
+        holder.empty()
+    st.session_state.pop(ERROR_KEY, None)
+    if summary.refresh.changed:
+        clear_query_caches()
+    return summary.store.store_id
+
+
+def open_error_message(url: str, exc: Exception) -> str:
+    """One line for the operator, credentials stripped."""
+    text = redact_text(str(exc)).replace(url, display_url(url))
+    if isinstance(exc, RewindError):
+        return text
+    return f"Could not open {display_url(url)}: {text or type(exc).__name__}"
+
+
+def _show_last_error() -> None:
+    message = st.session_state.get(ERROR_KEY)
+    if message:
+        st.error(message, icon=":material/error:")
+
+
+# ---- overview -------------------------------------------------------------------------
+
+
+def overview_data(ref: StoreRef) -> OverviewData:
+    with guarded():
+        runs = query(ref, "runs")
+        data = OverviewData(query(ref, "overview"), query(ref, "agents"), runs, query(ref, "growth"),
+                            _redact_frame(query(ref, "failures")))
+        data.actions = suggested_actions(ref, data, query(ref, "verification"))
+    return data
+
+
+def suggested_actions(ref: StoreRef, data: OverviewData, depths: dict[str, int]) -> list[Action]:
+    actions = _damage_actions(data.runs)
+    errors = data.failures[~data.failures["what"].isin(DAMAGED)] if not data.failures.empty else None
+    if errors is not None and len(errors):
+        latest = errors.iloc[0]
+        count = f"{len(errors)}+" if len(data.failures) >= FAILURES_SHOWN else str(len(errors))
+        actions.append(Action(f"{count} recent error event(s); latest in run {code(latest['run_id'])}: "
+                              f"{md_escape(str(latest['detail'])[:120])}", "warning", latest["run_id"]))
+    if data.overview.findings.get("warning"):
+        actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) "
+                              "(schema drift, size spikes…) — review them on the Integrity page", "info"))
+    actions.extend(_verify_actions(ref, depths))
+    return actions
+
+
+def _damage_actions(runs: pd.DataFrame, limit: int = 3) -> list[Action]:
+    if runs.empty:
+        return []
+    bad = runs.assign(damaged=runs["corrupt"] + runs["incomplete"])
+    bad = bad[bad["damaged"] > 0].sort_values(["damaged", "last_at"], ascending=False)
+    out = []
+    for row in bad.head(limit).itertuples():
+        counts = ((row.corrupt, "corrupt"), (row.incomplete, "incomplete"))
+        parts = [f"{int(n)} {word}" for n, word in counts if n]
+        out.append(Action(f"{' and '.join(parts)} checkpoint{'s' if row.damaged > 1 else ''} in run "
+                          f"{code(row.run_id)}", "warning", row.run_id))
+    if len(bad) > limit:
+        out.append(Action(f"{len(bad) - limit} more run(s) have damaged checkpoints: see the runs table"))
+    return out
+
+
+def _verify_actions(ref: StoreRef, depths: dict[str, int]) -> list[Action]:
+    total = sum(depths.values())
+    read = depths.get("data", 0)
+    command = code(f"rewind verify {ref.display} --read-data")
+    if total and not read:
+        return [Action(f"This store was never verified with --read-data: run {command}", "info")]
+    if read < total:
+        return [Action(f"{total - read} checkpoint(s) only had the fast structural check: run {command}",
+                       "info")]
+    return []
+
+
+def render_actions(actions: list[Action]) -> None:
+    """Suggested actions, one line each; runs get a button that opens them in the Timeline."""
+    if not actions:
+        st.success("Nothing needs attention: every checkpoint is healthy and was verified with --read-data.")
+        return
+    with st.container(border=True):
+        for i, action in enumerate(actions):
+            text, button = st.columns([6, 1], vertical_alignment="center")
+            icon = ":orange[:material/warning:]" if action.level == "warning" else ":blue[:material/info:]"
+            text.markdown(f"{icon} {action.message}")
+            if action.run_id and button.button("Inspect run", key=f"action-{i}", type="tertiary",
+                                               icon=":material/timeline:"):
+                focus_run_in_timeline(action.run_id)
+
+
+def md_escape(text: str) -> str:
+    """``text`` from a store shown literally in markdown (no links, images, LaTeX)."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:])", r"\\\1", text)
+
+
+def code(text: Any) -> str:
+    return f"`{str(text).replace('`', chr(39))}`"
+
+
+def focus_run_in_timeline(run_id: str) -> None:
+    """Open the Timeline page on ``run_id``."""
+    st.session_state[FOCUS_RUN_KEY] = run_id
+    st.switch_page(TIMELINE_PAGE)
+
+
+def take_focus_run() -> str | None:
+    return st.session_state.pop(FOCUS_RUN_KEY, None)
+
+
+# ---- tables ---------------------------------------------------------------------------
+
+
+def _redact_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(lambda v: redact_text(v) if isinstance(v, str) else v)
+    return out
+
+
+def _utc_columns(frame: pd.DataFrame) -> dict[str, Any]:
+    return {c: st.column_config.DatetimeColumn(f"{c.replace('_', ' ')} (UTC)", timezone="UTC",
+                                               format="YYYY-MM-DD HH:mm:ss")
+            for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c])}
+
+
+def _byte_columns(frame: pd.DataFrame) -> dict[str, Any]:
+    return {c: st.column_config.NumberColumn("size", format="bytes")
+            for c in frame.columns if c == "size_bytes"}
+
+
+LABELS = {"run_id": "run", "checkpoint_id": "checkpoint", "last_step": "last step", "what": "what",
+          "task_id": "task"}
+WIDE_COLUMNS = ("detail", "message")
+
+
+def _labels(frame: pd.DataFrame) -> dict[str, Any]:
+    return {c: st.column_config.Column(LABELS.get(c, c), width="large" if c in WIDE_COLUMNS else None)
+            for c in frame.columns if c in LABELS or c in WIDE_COLUMNS}
+
+
+def show_table(frame: pd.DataFrame, columns: list[str], *, empty: str, key: str | None = None,
+               limit: int = MAX_TABLE_ROWS) -> None:
+    """A dataframe with UTC times and human sizes; ``empty`` explains an empty one."""
+    if frame.empty:
+        st.caption(empty)
+        return
+    shown = frame[[c for c in columns if c in frame.columns]].head(limit)
+    config = {**_labels(shown), **_utc_columns(shown), **_byte_columns(shown)}
+    st.dataframe(shown, hide_index=True, column_config=config, key=key)
+    if len(frame) > limit:
+        st.caption(f"Showing {limit:,} of {len(frame):,} rows.")
+
+
+def render_kpis(o: queries.Overview) -> None:
+    cells = st.columns([1.2, 1, 1, 1.3, 1, 1])
+    values = [("Checkpoints", o.checkpoints), ("Runs", o.runs), ("Agents", o.agents),
+              ("Storage", human_bytes(o.size_bytes)), ("Corrupt", o.by_status.get("corrupt", 0)),
+              ("Incomplete", o.by_status.get("incomplete", 0))]
+    for cell, (label, value) in zip(cells, values):
+        shown = compact(value) if isinstance(value, int) else value
+        exact = f"{o.size_bytes:,} bytes" if label == "Storage" else f"{value:,}"
+        cell.metric(label, shown, border=True, help=exact if exact != shown else None)
+    if o.first_at is not None:
+        st.caption(f"From {utc(o.first_at)} to {utc(o.last_at)} (UTC)")
+
+
+# ---- overview figures -----------------------------------------------------------------
+
+
+# ---- timeline -------------------------------------------------------------------------
+
+
+def runs_frame(ref: StoreRef) -> pd.DataFrame:
+    with guarded():
+        return query(ref, "runs")
+
+
+def timeline_data(ref: StoreRef, run_id: str | None, agent: str | None) -> TimelineData:
+    with guarded():
+        points, aggregated = query(ref, "timeline", run_id, agent, TIMELINE_MAX_POINTS)
+        events = query(ref, "events", run_id, None if run_id else agent)
+    total = int(points["count"].sum()) if not points.empty else 0
+    return TimelineData(_redact_frame(points), aggregated, _redact_frame(events), total)
+
+
+# ---- one checkpoint ------------------------------------------------------------------
+
+
+def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
+    """Metadata, findings, events, pending writes and the (redacted) state of one checkpoint."""
+    with guarded():
+        result = _checkpoint(ref.index_path, ref.url, ref.store_id, checkpoint)
+    c = result["checkpoint"]
+    st.subheader(f"Checkpoint `{c['checkpoint_id']}`")
+    st.badge(c["status"], color=BADGE_COLORS.get(c["status"], "gray"))
+    if c.get("status_reason"):
+        (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {c['status_reason']}")
+    _render_fields(c, result.get("head"))
+    tabs = st.tabs(["State", f"Findings ({len(result['findings'])})", f"Events ({len(result['events'])})",
+                    f"Pending writes ({len(result['pending_writes'])})", "Metadata"])
+    with tabs[0]:
+        if result.get("state_error"):
+            st.warning(f"The state cannot be shown: {result['state_error']}")
+        else:
+            render_state(result["state"])
+    with tabs[1]:
+        show_table(pd.DataFrame(result["findings"]), ["severity", "check", "message"],
+                   empty="No findings: every check passed.")
+    with tabs[2]:
+        show_table(pd.DataFrame(result["events"]), ["created_at", "kind", "channel", "task_id", "message"],
+                   empty="No events recorded on this checkpoint.")
+    with tabs[3]:
+        _render_writes(result["pending_writes"])
+    with tabs[4]:
+        st.json(dumps(c.get("metadata") or {}), expanded=2)
+
+
+def _render_fields(c: dict[str, Any], head: str | None) -> None:
+    rows = [("run", c["run_id"] + (f" [{c['namespace']}]" if c.get("namespace") else "")),
+            ("created (UTC)", utc(c.get("created_at"))), ("size", human_bytes(c.get("size_bytes"))),
+            ("agent", c.get("agent") or "-"), ("trigger", c.get("trigger") or "-"),
+            ("codec", c.get("codec") or "-"), ("step", str(c.get("step"))),
+            ("kind", c.get("kind") or "-"), ("parent", c.get("parent_id") or "-")]
+    columns = st.columns(3)
+    for i, (label, value) in enumerate(rows):
+        columns[i % 3].markdown(f"**{label}** &nbsp; `{value}`")
+    role = "this is the run's head" if head == c["checkpoint_id"] else f"run head: {head or '-'}"
+    st.caption(f"{role} · checksum `{c.get('checksum') or '-'}` · location `{c.get('location') or '-'}`")
+
+
+def _render_writes(writes: list[dict[str, Any]]) -> None:
+    if not writes:
+        st.caption("No pending writes on this checkpoint.")
+        return
+    if any("error" in w and "channel" not in w for w in writes):
+        st.warning(f"Pending writes cannot be shown: {writes[0].get('error')}")
+        return
+    st.json(dumps(truncate(writes)), expanded=2)
+
+
+# ---- state viewer --------------------------------------------------------------------
+
+
+def render_state(state: Any) -> None:
+    """A (redacted) state: its chat messages as a conversation, then the tree, user channels first."""
+    path, messages = find_conversation(state)
+    if messages:
+        _render_conversation(messages, path)
+        with st.expander(f"Raw messages ({len(messages)})"):
+            st.json(dumps(truncate(get_path(state, path))), expanded=1)
+        state = without_path(state, path)
+    if isinstance(state, dict):
+        state = order_channels(state)
+    with st.expander("State tree" + (" (messages shown above)" if messages else ""), expanded=True):
+        st.json(dumps(truncate(state)), expanded=2)
+
+
+def _render_conversation(messages: list[dict[str, Any]], path: list[str]) -> None:
+    shown = messages[-MAX_MESSAGES:]
+    st.markdown(f"**Conversation** · {len(messages)} message(s) in `{'.'.join(path)}`"
+                + (f", last {len(shown)} shown" if len(shown) < len(messages) else ""))
+    box = st.container(height=CONVERSATION_HEIGHT, autoscroll=True) if len(shown) > 6 else st.container()
+    for m in shown:
+        avatar = {"system": ":material/settings:", "tool": ":material/build:"}.get(m["role"])
+        with box.chat_message(m["role"], avatar=avatar):
+            if isinstance(m["content"], str):
+                if m["content"]:
+                    st.markdown(m["content"].replace("![", "!\\["))  # no remote images from a state
+            else:
+                st.json(dumps(truncate(m["content"])), expanded=1)
+            for call in m["tool_calls"]:
+                st.code(tool_call(call), language=None, wrap_lines=True)
+
+

@@ -1,0 +1,47 @@
+"""Overview: what is in this store, what is damaged, what it costs, what to do next."""
+
+import streamlit as st
+
+from app import ui
+
+st.title("Overview")
+ref = ui.store_picker()
+if ref is None:
+    st.stop()
+st.caption(f"Store `{ref.display}`")
+data = ui.overview_data(ref)
+o = data.overview
+
+if o.checkpoints == 0:
+    st.info("No checkpoints in this store yet. Agents add them with `NativeWriter.save(...)` "
+            "(or their framework's checkpointer); use **Re-index** in the sidebar to pick them up.")
+    st.stop()
+
+ui.render_kpis(o)
+
+st.subheader("Suggested actions")
+ui.render_actions(data.actions)
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Checkpoints by status")
+    st.plotly_chart(ui.status_figure(o.by_status), key="status-chart")
+with right:
+    st.subheader("Storage growth by agent")
+    if data.growth.empty:
+        st.caption("No timestamps recorded, so growth over time cannot be drawn.")
+    else:
+        st.plotly_chart(ui.growth_figure(data.growth), key="growth-chart")
+
+st.subheader("Recent failures")
+ui.show_table(data.failures, ["created_at", "run_id", "agent", "what", "detail", "checkpoint_id"],
+              empty="No corrupt or incomplete checkpoints and no error events.")
+
+st.subheader("Agents")
+ui.show_table(data.agents, ["agent", "runs", "checkpoints", "size_bytes", "corrupt", "incomplete",
+                            "last_at"], empty="No agents recorded on these checkpoints.")
+
+st.subheader(f"Runs ({o.runs:,}), most recent first")
+ui.show_table(data.runs, ["run_id", "agent", "checkpoints", "last_step", "first_at", "last_at",
+                          "size_bytes", "ok", "corrupt", "incomplete", "quarantined", "superseded",
+                          "head"], empty="No runs yet.", key="runs-table")

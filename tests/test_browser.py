@@ -1,0 +1,77 @@
+"""Real Chromium through Playwright against `streamlit run app/streamlit_app.py`.
+
+Screenshots go to the test's tmp dir, or to $REWIND_SCREENSHOTS when set. (The
+ones in docs/ were taken the same way against sample_data/agents.)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_browser import SECRET, DemoStore
+
+pytestmark = pytest.mark.browser
+VIEWPORT = {"width": 1400, "height": 900}
+WAIT_MS = 20_000
+
+
+@pytest.fixture()
+def shots(tmp_path: Path) -> Path:
+    target = Path(os.environ.get("REWIND_SCREENSHOTS") or tmp_path)
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+@pytest.fixture()
+def page(chromium_browser, streamlit_server: str):
+    context = chromium_browser.new_context(viewport=VIEWPORT)
+    tab = context.new_page()
+    tab.set_default_timeout(WAIT_MS)
+    yield tab
+    context.close()
+
+
+def metric_values(page) -> dict[str, str]:
+    labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
+    values = page.get_by_test_id("stMetricValue").all_inner_texts()
+    return {label.strip(): value.strip() for label, value in zip(labels, values)}
+
+
+def test_overview_then_timeline_in_chromium(page, streamlit_server: str, browser_store: DemoStore,
+                                            shots: Path) -> None:
+    page.goto(streamlit_server)
+    page.get_by_test_id("stMetricValue").first.wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    metrics = metric_values(page)
+    assert metrics["Checkpoints"] == str(len(browser_store.saved))
+    assert metrics["Corrupt"] == "1" and metrics["Storage"] == browser_store.human_size
+    body = page.inner_text("body")
+    assert "run-gamma" in body and SECRET not in body
+    page.screenshot(path=str(shots / "screenshot-overview.png"))
+
+    page.get_by_role("link", name="Timeline").click()
+    page.get_by_role("heading", name="Timeline").wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    chosen = browser_store.of_run("run-gamma")[3]
+    picker = page.get_by_test_id("stSelectbox").filter(has_text="Checkpoint")
+    picker.click()
+    page.get_by_role("option", name=f"step {chosen.step} ").first.click()
+    page.get_by_text(f"Checkpoint {chosen.checkpoint_id}").wait_for()
+    page.get_by_text("Conversation").wait_for()
+    body = page.inner_text("body")
+    assert "run-gamma: please do task 3" in body and SECRET not in body
+    page.screenshot(path=str(shots / "screenshot-timeline.png"))
+
+    # a click on a chart point selects it too: click the damaged one (the "damaged" trace's X)
+    damaged = browser_store.damaged
+    index = page.evaluate("""() => document.querySelector('.js-plotly-plot').data
+                                     .findIndex(trace => trace.name === 'damaged')""")
+    assert index >= 0
+    point = page.locator(".js-plotly-plot .scatterlayer .trace").nth(index).locator("path.point").first
+    box = point.bounding_box()  # plotly's drag layer sits above the points: click where it is
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.get_by_text(f"Checkpoint {damaged.checkpoint_id}").wait_for()
+    page.get_by_text("The state cannot be shown").wait_for()

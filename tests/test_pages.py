@@ -1,0 +1,262 @@
+"""One Streamlit AppTest per page against a real native store, plus the layering rules.
+
+The demo store (tests/fixtures_browser.py) has 3 runs of 2 agents, chat
+messages, a secret in ``tools.api_key`` and in an error event, and one
+checkpoint whose blob was deleted before a full re-index.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import ui
+from app.config import load_settings
+from app.stores import index_store, open_catalog
+from readers.native_writer import NativeWriter
+from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+TIMELINE = "../pages/timeline.py"
+FORBIDDEN_IN_PAGES = {"duckdb", "fsspec", "sqlite3", "psycopg", "pyarrow"}
+TIMEOUT = 30
+SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE)\b[^\n]*\b(FROM|INTO|SET|TABLE)\b")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
+    base = tmp_path_factory.mktemp("pages")
+    return build_demo_store(base / "store", base / "home")
+
+
+@pytest.fixture()
+def app_env(demo: DemoStore, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
+    monkeypatch.setenv("REWIND_HOME", str(demo.home))
+    monkeypatch.setenv("REWIND_STORES", demo.url)
+    monkeypatch.delenv("REWIND_ALLOW_WRITE", raising=False)
+    return demo
+
+
+def run_app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rendered_text(at: AppTest) -> str:
+    """Everything the app sent to the browser: every element's and block's proto, tables as CSV."""
+    parts: list[str] = []
+
+    def walk(node: object) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            parts.append(str(proto))
+        if type(node).__name__ == "Dataframe":
+            parts.append(node.value.to_csv())  # type: ignore[attr-defined]
+        elif type(node).__name__ == "Json":
+            parts.append(node.proto.body)  # type: ignore[attr-defined]
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(parts)
+
+
+def table_with(at: AppTest, *columns: str):
+    """The first rendered table that has all ``columns``."""
+    for frame in at.dataframe:
+        if set(columns) <= set(frame.value.columns):
+            return frame.value
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def pick_checkpoint(at: AppTest, run_id: str, checkpoint_id: str) -> AppTest:
+    at.selectbox(key="tl_run").select(run_id).run()
+    at.selectbox(key="tl_ckpt").select(checkpoint_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+# ---- Overview -------------------------------------------------------------------------
+
+
+def test_overview_shows_the_store(app_env: DemoStore) -> None:
+    at = run_app()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Checkpoints": "18", "Runs": "3", "Agents": "2", "Storage": app_env.human_size,
+                       "Corrupt": "1", "Incomplete": "0"}
+    runs = table_with(at, "run_id", "head", "last_step")
+    assert list(runs["run_id"]) == ["run-gamma", "run-beta", "run-alpha"]  # most recent first
+    assert list(runs["corrupt"]) == [1, 0, 0]
+    actions = " ".join(m.value for m in at.markdown)
+    assert "1 corrupt checkpoint in run `run-gamma`" in actions
+    assert "1 recent error event(s); latest in run `run-beta`" in actions and r"\[redacted\]" in actions
+    failures = table_with(at, "what", "detail")
+    assert app_env.damaged.checkpoint_id in set(failures["checkpoint_id"])
+    assert at.sidebar.selectbox(key="rewind_store").value == app_env.url
+    assert "read-only" in rendered_text(at)
+    assert SECRET not in rendered_text(at)
+
+
+def test_overview_action_opens_the_run_in_timeline(app_env: DemoStore) -> None:
+    at = run_app()
+    at.button(key="action-0").click().run()
+    assert not at.exception
+    assert at.selectbox(key="tl_run").value == "run-gamma"
+    assert at.title[0].value == "Timeline"
+
+
+# ---- Timeline -------------------------------------------------------------------------
+
+
+def test_timeline_selection_shows_checkpoint_and_redacted_state(app_env: DemoStore) -> None:
+    at = run_app(TIMELINE)
+    chosen = app_env.of_run("run-alpha")[3]
+    pick_checkpoint(at, "run-alpha", chosen.checkpoint_id)
+    text = rendered_text(at)
+    assert any(chosen.checkpoint_id in s.value for s in at.subheader)
+    assert "`run-alpha`" in text and "step** &nbsp; `3`" in text
+    chats = [m for m in at.chat_message]
+    assert len(chats) == 8 and chats[0].name == "user"
+    assert chats[0].markdown[0].value == "run-alpha: please do task 0"
+    assert '"api_key": "[redacted]"' in text and '"enabled"' in text
+    assert SECRET not in text
+
+
+def test_timeline_damaged_checkpoint_shows_reason_and_metadata(app_env: DemoStore) -> None:
+    at = run_app(TIMELINE)
+    damaged = app_env.damaged
+    pick_checkpoint(at, "run-gamma", damaged.checkpoint_id)
+    errors = " ".join(e.value for e in at.error)
+    assert "corrupt" in errors and "does not exist" in errors
+    assert any("The state cannot be shown" in w.value for w in at.warning)
+    text = rendered_text(at)
+    assert damaged.checkpoint_id in text and "step** &nbsp; `5`" in text
+    assert "blob-missing" in text  # the findings tab
+    assert SECRET not in text
+
+
+def test_timeline_agent_scope_and_prefix_lookup(app_env: DemoStore) -> None:
+    at = run_app(TIMELINE)
+    at.selectbox(key="tl_agent").select("planner").run()
+    assert at.selectbox(key="tl_run").value == "All runs"
+    assert len(at.selectbox(key="tl_ckpt").options) == 12  # both planner runs
+    target = app_env.of_run("run-beta")[3]
+    at.text_input(key="tl_ref").input(target.checkpoint_id[:30]).run()
+    assert not at.exception
+    assert any(target.checkpoint_id in s.value for s in at.subheader)
+    events = table_with(at, "kind", "message")
+    assert list(events["kind"]) == ["error"] and "[redacted]" in events["message"][0]
+    assert SECRET not in rendered_text(at)
+
+
+def test_timeline_aggregates_many_points(app_env: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ui, "TIMELINE_MAX_POINTS", 10)  # the demo store has 18 checkpoints
+    at = run_app(TIMELINE)
+    at.selectbox(key="tl_run").select("All runs").run()
+    assert any("18 checkpoints: healthy ones are aggregated" in i.value for i in at.info)
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    hovers = [h for trace in chart["data"] for h in trace.get("hovertext", [])]
+    assert any("(aggregated)" in h for h in hovers)
+    options = at.selectbox(key="tl_ckpt").options  # only damaged checkpoints stay individual points
+    assert len(options) == 1 and "corrupt" in options[0]
+    at.selectbox(key="tl_ckpt").select(app_env.damaged.checkpoint_id).run()
+    assert any(app_env.damaged.checkpoint_id in s.value for s in at.subheader)
+
+
+# ---- the store picker -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("/definitely/not/a/store", "store not found"),
+    ("foo://bucket/x", "cannot open foo://bucket/x: ValueError: Protocol not known: foo"),
+    ("postgresql://ops:hunter2-pw@127.0.0.1:9/db", "postgresql://127.0.0.1:9/db"),
+])
+def test_bad_store_url_shows_an_error(app_env: DemoStore, url: str, expected: str) -> None:
+    at = run_app()
+    at.sidebar.text_input(key="rewind_new_url").input(url).run()
+    assert not at.exception
+    errors = " ".join(e.value for e in at.sidebar.error)
+    assert expected in errors
+    assert at.sidebar.text_input(key="rewind_new_url").value == ""
+    assert {m.label: m.value for m in at.metric}["Checkpoints"] == "18"  # still on the old store
+    assert "hunter2" not in rendered_text(at)
+
+
+def test_picking_a_new_store_indexes_it(app_env: DemoStore, tmp_path: Path) -> None:
+    writer = NativeWriter(str(tmp_path / "other"))
+    writer.save("solo", {"x": 1}, agent="solo-agent", step=0)
+    writer.save("solo", {"x": 2}, agent="solo-agent", step=1)
+    at = run_app()
+    at.sidebar.text_input(key="rewind_new_url").input(str(tmp_path / "other")).run()
+    assert not at.exception and not at.sidebar.error
+    assert at.sidebar.selectbox(key="rewind_store").value == str(tmp_path / "other")
+    assert {m.label: m.value for m in at.metric}["Checkpoints"] == "2"
+    assert any("never verified with --read-data" in m.value for m in at.markdown)
+
+
+def test_store_gone_still_shows_what_the_index_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    saved = NativeWriter(str(tmp_path / "gone")).save("r1", {"x": 1}, agent="a", step=0)
+    index_store(open_catalog(load_settings(tmp_path / "home")), str(tmp_path / "gone"))
+    shutil.move(tmp_path / "gone", tmp_path / "moved")
+    monkeypatch.setenv("REWIND_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("REWIND_STORES", str(tmp_path / "gone"))
+    at = run_app(TIMELINE)
+    assert any("store not found" in e.value and "showing the index as it was" in e.value
+               for e in at.sidebar.error)
+    at.selectbox(key="tl_ckpt").select(saved.checkpoint_id).run()
+    assert not at.exception
+    assert any(saved.checkpoint_id in s.value for s in at.subheader)
+    assert any("The state cannot be shown" in w.value and "store not found" in w.value for w in at.warning)
+
+
+def test_empty_index_and_empty_store_are_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REWIND_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REWIND_STORES", raising=False)
+    at = run_app()
+    assert any("No store selected" in i.value for i in at.info)
+    NativeWriter(str(tmp_path / "empty"))
+    monkeypatch.setenv("REWIND_STORES", str(tmp_path / "empty"))
+    at = run_app()
+    assert any("No checkpoints in this store yet" in i.value for i in at.info)
+    at = run_app(TIMELINE)
+    assert any("No checkpoints in this store yet" in i.value for i in at.info)
+
+
+# ---- layering -------------------------------------------------------------------------
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_pages_import_no_storage_or_database_modules() -> None:
+    pages = sorted((ROOT / "pages").glob("*.py"))
+    assert pages
+    for page in pages:
+        assert not imported_modules(page) & FORBIDDEN_IN_PAGES, page.name
+        assert not SQL.search(page.read_text()), f"{page.name} holds SQL"
+
+
+def test_only_ui_and_entry_import_streamlit() -> None:
+    allowed = {"ui.py", "streamlit_app.py"}
+    offenders = [p.name for p in (ROOT / "app").glob("*.py")
+                 if p.name not in allowed and "streamlit" in imported_modules(p)]
+    assert offenders == []
+    assert not (ROOT / "app" / "pages").exists()  # would switch Streamlit to legacy multipage mode
