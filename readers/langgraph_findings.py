@@ -11,7 +11,14 @@ from typing import Any
 
 from readers.base import Finding
 from readers.langgraph_common import ERROR
-from readers.langgraph_serde import dangerous_types, is_known_type, pickle_globals, suspicious_types
+from app.errors import DecodeError
+from readers.langgraph_serde import (
+    dangerous_types,
+    decode_typed,
+    is_known_type,
+    pickle_globals,
+    suspicious_types,
+)
 
 def codec_findings(type_: str | None, where: tuple[str, str, str], label: str = "checkpoint") -> Iterator[Finding]:
     if not is_known_type(type_):
@@ -53,3 +60,21 @@ def structure_findings(label: str, value: Any, where: tuple[str, str, str], expe
     elif value.get("id") not in (None, expected_id):
         yield Finding("id-mismatch", "warning", f"{label}: the blob says id {value.get('id')}, the row {expected_id}", *where)
 
+
+
+def payload_findings(label: str, type_: str | None, blob: bytes | None, where: tuple[str, str, str],
+                     aes_key: bytes | None, expected_id: str | None = None,
+                     channel: str | None = None) -> Iterator[Finding]:
+    """Findings for one typed payload: codec, pickle (never loaded), decoding, contents."""
+    if not is_known_type(type_):
+        yield from codec_findings(type_, where, label)
+        return
+    if type_ == "pickle" or ((type_ or "").startswith("pickle+") and aes_key is None):
+        yield pickle_finding(label, blob or b"", where, type_ or "")
+        return
+    try:
+        value = decode_typed(type_, blob, aes_key=aes_key)
+    except DecodeError as exc:
+        yield Finding("undecodable", "error", f"{label}: {exc}", *where)
+        return
+    yield from value_findings(label, value, where, expected_id, channel)

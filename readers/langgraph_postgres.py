@@ -60,8 +60,8 @@ from readers.langgraph_common import (
     sort_writes,
     uuid6_timestamps,
 )
-from readers.langgraph_serde import aes_key_from_env, decode_typed, is_known_type, normalize_state
-from readers.langgraph_findings import codec_findings, pickle_finding, value_findings
+from readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
+from readers.langgraph_findings import codec_findings, payload_findings
 from readers.registry import display_url
 
 BATCH_ROWS = 20_000
@@ -490,20 +490,10 @@ class LangGraphPostgresReader(Reader):
         self, label: str, type_: str | None, blob: bytes | None, where: Key, read_data: bool,
         channel: str | None = None,
     ) -> Iterator[Finding]:
-        if not is_known_type(type_):
+        if read_data:
+            yield from payload_findings(label, type_, blob, where, self.aes_key, None, channel)
+        else:
             yield from codec_findings(type_, where, label)
-            return
-        if not read_data:
-            return
-        if type_ == "pickle" or ((type_ or "").startswith("pickle+") and self.aes_key is None):
-            yield pickle_finding(label, blob or b"", where, type_ or "")
-            return
-        try:
-            value = decode_typed(type_, blob, aes_key=self.aes_key)
-        except DecodeError as exc:
-            yield Finding("undecodable", "error", f"{label}: {exc}", *where)
-            return
-        yield from value_findings(label, value, where, None, channel)
 
 
 # --- helpers -------------------------------------------------------------------------------

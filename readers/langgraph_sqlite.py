@@ -48,11 +48,10 @@ from readers.langgraph_common import (
     rebuild_delta_values,
     sort_writes,
 )
-from readers.langgraph_findings import codec_findings, pickle_finding, value_findings
+from readers.langgraph_findings import codec_findings, payload_findings
 from readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
-    is_known_type,
     normalize_state,
 )
 
@@ -406,18 +405,7 @@ class LangGraphSqliteReader(Reader):
         self, label: str, type_: str | None, blob: bytes | None, where: tuple[str, str, str],
         expected_id: str | None, channel: str | None = None,
     ) -> Iterator[Finding]:
-        if not is_known_type(type_):
-            yield from codec_findings(type_, where, label)
-            return
-        if type_ == "pickle" or ((type_ or "").startswith("pickle+") and self.aes_key is None):
-            yield pickle_finding(label, blob or b"", where, type_ or "")
-            return
-        try:
-            value = decode_typed(type_, blob, aes_key=self.aes_key)
-        except DecodeError as exc:
-            yield Finding("undecodable", "error", f"{label}: {exc}", *where)
-            return
-        yield from value_findings(label, value, where, expected_id, channel)
+        yield from payload_findings(label, type_, blob, where, self.aes_key, expected_id, channel)
 
 
 def _columns(rows: list[tuple[Any, ...]]) -> tuple[Sequence[Any], ...]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from app.errors import DecodeError, ReaderError, UnsafePath
 from readers import native_format as nf
@@ -110,7 +109,7 @@ class NativeReader(Reader):
         tables = []
         for name in sorted(names):
             with self.fs.open(self._path(f"{nf.PARTS}/{name}"), "rb") as handle:
-                tables.append(pq.ParquetFile(handle).read().cast(nf.ENTRY_SCHEMA))
+                tables.append(nf.read_part(handle))
         return tables
 
     def _tail_tables(self, names: list[str], findings: list[Finding]) -> list[pa.Table]:

@@ -25,6 +25,7 @@ import msgpack
 import pyarrow as pa
 
 from app.errors import DecodeError
+from readers.base import CHECKPOINT_SCHEMA, rows_table
 
 FORMAT_NAME = "rewind-native"
 FORMAT_VERSION = 1
@@ -41,24 +42,9 @@ KINDS = ("full", "incremental")
 PATCH_TAG = "rewind_patch"
 
 # Catalog entries (tail lines and parquet parts) use these columns.
-ENTRY_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("namespace", pa.string()),
-        ("checkpoint_id", pa.string()),
-        ("parent_id", pa.string()),
-        ("step", pa.int64()),
-        ("created_at", pa.timestamp("us", tz="UTC")),
-        ("trigger", pa.string()),
-        ("kind", pa.string()),
-        ("size_bytes", pa.int64()),
-        ("checksum", pa.string()),
-        ("agent", pa.string()),
-        ("codec", pa.string()),
-        ("location", pa.string()),
-        ("metadata", pa.string()),
-    ]
-)
+# Catalog entries (tail lines and parquet parts): the index's columns minus the statuses,
+# which a reader derives (pending markers, verification) rather than stores.
+ENTRY_SCHEMA = pa.schema([f for f in CHECKPOINT_SCHEMA if f.name not in ("status", "status_reason")])
 REQUIRED_FIELDS = ("run_id", "checkpoint_id", "location", "codec")
 
 
@@ -182,6 +168,11 @@ def _normalise_entry(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def entries_table(entries: list[dict[str, Any]]) -> pa.Table:
-    from readers.base import rows_table
-
     return rows_table(entries, ENTRY_SCHEMA)
+
+
+def read_part(handle: Any) -> pa.Table:
+    """A compacted catalog part, with its columns in ENTRY_SCHEMA's order."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(handle).read().select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA)

@@ -271,7 +271,7 @@ class NativeWriter:
 
     def _read_part(self, name: str) -> pa.Table:
         with self.fs.open(self._path(f"{nf.PARTS}/{name}"), "rb") as handle:
-            return pq.ParquetFile(handle).read().cast(nf.ENTRY_SCHEMA)
+            return nf.read_part(handle)
 
     def _read_tails(self, names: list[str]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
         entries: list[dict[str, Any]] = []
