@@ -35,14 +35,16 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
     depth = "data" if read_data else "structure"
     report = VerifyReport(depth=depth)
     total = _count(catalog, store_id, depth, only_unverified)
+    checked: list[str] = []
     for chunk in _chunks(catalog, store_id, depth, only_unverified):
-        found = list(reader_findings(reader, chunk, read_data))
-        catalog.record_findings(store_id, [r.checkpoint_id for r in chunk], found, depth)
-        report.findings.extend(found)
+        report.findings.extend(reader_findings(reader, chunk, read_data))
+        checked.extend(r.checkpoint_id for r in chunk)
         report.checked += len(chunk)
         if progress:
             progress(report.checked, total)
-    if report.checked or not only_unverified:
+    if checked:
+        catalog.record_findings(store_id, checked, report.findings, depth)
+    if checked or not only_unverified:
         lineage = parent_findings(catalog, store_id)
         catalog.replace_lineage_findings(store_id, lineage)
         report.findings.extend(lineage)
@@ -130,13 +132,27 @@ def _pending_clause(depth: str, only_unverified: bool) -> str:
     return "AND verified IS NULL" if depth == "structure" else "AND coalesce(verified, '') <> 'data'"
 
 
+VERIFY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "parent_id", "step", "kind", "status",
+                  "status_reason", "size_bytes", "checksum", "codec", "location", "metadata")
+
+
 def _chunks(catalog: Catalog, store_id: int, depth: str,
             only_unverified: bool) -> Iterator[list[CheckpointRecord]]:
-    """Checkpoints to check, a run at a time in step order (so chains reuse cached states)."""
-    sql = f"""SELECT * FROM checkpoints WHERE store_id = ? {_pending_clause(depth, only_unverified)}
+    """Checkpoints to check, a run at a time in step order (so chains reuse cached states).
+
+    Only the columns checks need are fetched (no timestamps: converting a
+    million of them to Python costs more than the checks)."""
+    sql = f"""SELECT {', '.join(VERIFY_COLUMNS)}, listed_status FROM checkpoints
+              WHERE store_id = ? {_pending_clause(depth, only_unverified)}
               ORDER BY run_id, namespace, step, checkpoint_id"""
     with catalog.connect() as con:
         cur = con.execute(sql, [store_id])
         names = [d[0] for d in cur.description]
         while rows := cur.fetchmany(BATCH):
-            yield [record_from_row(dict(zip(names, row))) for row in rows]
+            yield [_record(dict(zip(names, row))) for row in rows]
+
+
+def _record(row: dict) -> CheckpointRecord:
+    """The record as listed: verification judges the listing, not an earlier verdict."""
+    row["status"] = row.pop("listed_status") or row["status"]
+    return record_from_row(row)

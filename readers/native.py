@@ -8,6 +8,7 @@ malformed catalog line becomes a store-level finding; every other line loads.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from app.errors import DecodeError, ReaderError, UnsafePath
 from readers import native_format as nf
@@ -25,17 +25,17 @@ from readers.base import (
     CheckpointRecord,
     Finding,
     HeadRecord,
+    ParquetSource,
     Reader,
     Scan,
     checkpoints_table,
     rows_table,
 )
-from readers.fsutil import is_temp_name, open_fs, require_dir, safe_join
+from readers.fsutil import is_local, is_temp_name, open_fs, require_dir, safe_join
 from readers.jsonpatch import PatchError, apply_patch
 
 MAX_CHAIN = 10_000
 STATE_CACHE_SIZE = 256
-BULK_LISTING_THRESHOLD = 200
 
 
 class NativeReader(Reader):
@@ -72,14 +72,15 @@ class NativeReader(Reader):
         new_tail = _added(base.get("tail", {}), listing["tail"])
         new_heads = _added(base.get("heads", {}), listing["heads"])
         findings: list[Finding] = []
-        tables = self._part_tables(new_parts) + self._tail_tables(new_tail, findings)
-        pending = self._pending_table(listing["pending"], tables)
-        checkpoints = [_as_checkpoints(t) for t in tables if t.num_rows] + [pending]
+        parts, part_events = self._parts(new_parts)
+        tails = self._tail_tables(new_tail, findings)
+        pending = self._pending_table(listing["pending"], tails, parts)
+        batches = [*parts, *[_as_checkpoints(t) for t in tails if t.num_rows], pending]
         return Scan(
             token=token,
             full=full,
-            checkpoints=iter([t for t in checkpoints if t.num_rows]),
-            events=iter([_events(t) for t in tables if t.num_rows]),
+            checkpoints=iter([b for b in batches if b.num_rows]),
+            events=iter([*part_events, *[_events(t) for t in tails if t.num_rows]]),
             findings=findings,
             heads=self._heads(new_heads),
         )
@@ -94,6 +95,8 @@ class NativeReader(Reader):
 
     def _stamps(self, folder: str, suffix: str) -> dict[str, str]:
         path = self._path(folder)
+        if is_local(self.fs):
+            return _local_stamps(path, suffix)
         try:
             entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
@@ -105,12 +108,22 @@ class NativeReader(Reader):
                 stamps[name] = _stamp(info)
         return stamps
 
-    def _part_tables(self, names: list[str]) -> list[pa.Table]:
-        tables = []
+    def _parts(self, names: list[str]) -> tuple[list[pa.Table | ParquetSource], list[pa.Table]]:
+        """Compacted parts: local files go to the index as Parquet (DuckDB reads them
+        itself); remote ones are read here. Events come from their metadata column."""
+        batches: list[pa.Table | ParquetSource] = []
+        events = []
         for name in sorted(names):
-            with self.fs.open(self._path(f"{nf.PARTS}/{name}"), "rb") as handle:
-                tables.append(nf.read_part(handle))
-        return tables
+            path = self._path(f"{nf.PARTS}/{name}")
+            if is_local(self.fs):
+                batches.append(ParquetSource((path,), nf.part_rows(path)))
+                events.append(_events(path))
+            else:
+                with self.fs.open(path, "rb") as handle:
+                    entries = nf.read_part(handle)
+                batches.append(_as_checkpoints(entries))
+                events.append(_events(entries))
+        return batches, events
 
     def _tail_tables(self, names: list[str], findings: list[Finding]) -> list[pa.Table]:
         if not names:
@@ -122,10 +135,12 @@ class NativeReader(Reader):
             entries.extend(_parse_tail_file(path, blobs.get(path), self.root, findings))
         return [nf.entries_table(entries)] if entries else []
 
-    def _pending_table(self, names: dict[str, str], tables: list[pa.Table]) -> pa.Table:
+    def _pending_table(self, names: dict[str, str], tails: list[pa.Table],
+                       parts: list[pa.Table | ParquetSource]) -> pa.Table:
         if not names:
             return checkpoints_table([])
-        committed = {cid for t in tables for cid in t.column("checkpoint_id").to_pylist()}
+        committed = {cid for t in tails for cid in t.column("checkpoint_id").to_pylist()}
+        committed |= {cid for p in parts for cid in _ids(self.fs, p)}
         paths = [self._path(f"{nf.PENDING}/{name}") for name in sorted(names)]
         blobs = self.fs.cat(paths, on_error="return")
         records = [_pending_record(p, blobs.get(p)) for p in paths]
@@ -217,17 +232,28 @@ class NativeReader(Reader):
                 yield from self._data_findings(record)
 
     def _blob_sizes(self, records: list[CheckpointRecord]) -> dict[str, int | None]:
-        if len(records) > BULK_LISTING_THRESHOLD:
+        """Sizes of the blobs these records name: one listing per folder they live in."""
+        folders = {posixpath.dirname(posixpath.normpath(r.location)) for r in records
+                   if r.location and not _leaves_root(r.location)}
+        if len(folders) * 4 > len(records):  # few records per folder: ask for each blob
+            return self._sizes_one_by_one(records)
+        sizes: dict[str, int | None] = {}
+        for folder in sorted(folders):
             try:
-                listing = self.fs.find(self._path(nf.BLOBS), detail=True)
-            except FileNotFoundError:
-                listing = {}
-            return {_rel(self.root, p): info.get("size") for p, info in listing.items()}
+                listing = self.fs.ls(self._path(folder), detail=True)
+            except (FileNotFoundError, UnsafePath):
+                continue
+            for info in listing:
+                sizes[_rel(self.root, info["name"])] = info.get("size")
+        return sizes
+
+    def _sizes_one_by_one(self, records: list[CheckpointRecord]) -> dict[str, int | None]:
         sizes: dict[str, int | None] = {}
         for record in records:
             if record.location:
                 try:
-                    sizes[record.location] = self.fs.info(self._path(record.location)).get("size")
+                    sizes[posixpath.normpath(record.location)] = self.fs.info(
+                        self._path(record.location)).get("size")
                 except (FileNotFoundError, UnsafePath):
                     continue
         return sizes
@@ -295,6 +321,11 @@ def _finding(record: CheckpointRecord, check: str, message: str) -> Finding:
                    namespace=record.namespace, checkpoint_id=record.checkpoint_id)
 
 
+def _leaves_root(location: str) -> bool:
+    normal = posixpath.normpath(location)
+    return normal.startswith(("..", "/")) or "://" in location
+
+
 def _rel(root: str, path: str) -> str:
     return posixpath.normpath(path[len(root):].lstrip("/"))
 
@@ -304,6 +335,16 @@ def _stamp(info: Mapping[str, Any]) -> str:
         if info.get(key) is not None:
             return f"{info.get('size')}:{info[key]}"
     return str(info.get("size"))
+
+
+def _local_stamps(path: str, suffix: str) -> dict[str, str]:
+    """Name -> "size:mtime" of a local folder's files (os.scandir: 10x fsspec's ls)."""
+    try:
+        with os.scandir(path) as entries:
+            return {e.name: f"{e.stat().st_size}:{e.stat().st_mtime}" for e in entries
+                    if e.is_file() and e.name.endswith(suffix) and not is_temp_name(e.name)}
+    except FileNotFoundError:
+        return {}
 
 
 def _parse_token(token: str | None) -> dict[str, dict[str, str]] | None:
@@ -373,6 +414,16 @@ def _when(ts: datetime | None) -> str:
     return nf.iso(ts) if ts else "at an unknown time"
 
 
+def _ids(fs: Any, batch: pa.Table | ParquetSource) -> list[str]:
+    if not isinstance(batch, ParquetSource):
+        return batch.column("checkpoint_id").to_pylist()
+    ids: list[str] = []
+    for path in batch.paths:
+        with fs.open(path, "rb") as handle:
+            ids += nf.read_part(handle, columns=("checkpoint_id",)).column(0).to_pylist()
+    return ids
+
+
 def _as_checkpoints(entries: pa.Table) -> pa.Table:
     n = entries.num_rows
     columns = {name: entries.column(name) for name in nf.ENTRY_SCHEMA.names}
@@ -381,14 +432,30 @@ def _as_checkpoints(entries: pa.Table) -> pa.Table:
     return pa.table([columns[name] for name in CHECKPOINT_SCHEMA.names], schema=CHECKPOINT_SCHEMA)
 
 
-def _events(entries: pa.Table) -> pa.Table:
-    """Events recorded in entry metadata as {"event": {"kind":…, "message":…}}."""
-    mask = pc.match_substring(entries.column("metadata"), '"event"')
-    hits = entries.filter(pc.fill_null(mask, False))
-    rows = []
-    for row in hits.select(["run_id", "namespace", "checkpoint_id", "created_at", "metadata"]).to_pylist():
-        event = json.loads(row.pop("metadata") or "{}").get("event")
+def _events(entries: pa.Table | str) -> pa.Table:
+    """Events recorded in entry metadata as {"event": {"kind":…, "message":…}}.
+
+    ``entries`` is a table or a local Parquet path; DuckDB finds the few rows that
+    carry an event without turning a million metadata strings into Python."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        if isinstance(entries, str):
+            source = "read_parquet($path)"
+            params = {"path": entries}
+        else:
+            con.register("entries", entries)
+            source, params = "entries", {}
+        rows = con.execute(f"""SELECT run_id, namespace, checkpoint_id, created_at, metadata
+            FROM {source} WHERE metadata LIKE '%"event"%'""", params).fetchall()
+    finally:
+        con.close()
+    found = []
+    for run_id, namespace, checkpoint_id, created_at, metadata in rows:
+        event = json.loads(metadata or "{}").get("event")
         if isinstance(event, dict):
-            rows.append({**row, "kind": str(event.get("kind", "event")), "channel": None,
-                         "task_id": None, "message": event.get("message")})
-    return rows_table(rows, EVENT_SCHEMA)
+            found.append({"run_id": run_id, "namespace": namespace, "checkpoint_id": checkpoint_id,
+                          "created_at": created_at, "kind": str(event.get("kind", "event")),
+                          "channel": None, "task_id": None, "message": event.get("message")})
+    return rows_table(found, EVENT_SCHEMA)

@@ -171,8 +171,17 @@ def entries_table(entries: list[dict[str, Any]]) -> pa.Table:
     return rows_table(entries, ENTRY_SCHEMA)
 
 
-def read_part(handle: Any) -> pa.Table:
-    """A compacted catalog part, with its columns in ENTRY_SCHEMA's order."""
+def read_part(handle: Any, columns: tuple[str, ...] | None = None) -> pa.Table:
+    """A compacted catalog part (or some of its columns), in ENTRY_SCHEMA's order."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(handle).read().select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA)
+    names = list(columns or ENTRY_SCHEMA.names)
+    schema = pa.schema([ENTRY_SCHEMA.field(n) for n in names])
+    return pq.ParquetFile(handle).read(columns=names).select(names).cast(schema)
+
+
+def part_rows(path: str) -> int:
+    """Rows in a local Parquet part, from its footer."""
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)

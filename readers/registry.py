@@ -8,6 +8,7 @@ group as ``name = "package.module:ReaderClass"``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from importlib.metadata import entry_points
@@ -40,10 +41,15 @@ SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 def available_readers() -> dict[str, str]:
     """Every reader name -> 'module:Class' (built-ins first, then plugins)."""
+    return dict(_available_readers())
+
+
+@functools.cache
+def _available_readers() -> tuple[tuple[str, str], ...]:
     found = dict(BUILTIN_READERS)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep.value)
-    return found
+    return tuple(found.items())
 
 
 def load_reader_class(name: str) -> type[Reader]:

@@ -16,7 +16,7 @@ from app.catalog import Catalog
 from app.errors import DecodeError
 from app.stores import index_store
 from app import queries
-from readers.base import CHECKPOINT_SCHEMA, EVENT_SCHEMA, Reader, record_from_row
+from readers.base import as_table, CHECKPOINT_SCHEMA, EVENT_SCHEMA, Reader, record_from_row
 from readers.registry import BUILTIN_READERS, open_reader, pick_reader
 from tests.helpers import write_store
 
@@ -74,7 +74,7 @@ def scanned(store: tuple[str, str]):
     reader_name, url = store
     reader = open_reader(url)
     scan = reader.scan()
-    tables = list(scan.checkpoints)
+    tables = [as_table(b) for b in scan.checkpoints]
     events = list(scan.events)
     yield reader, scan, tables, events
     reader.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 from app.catalog import Catalog
 from app.stores import index_store
 from app import queries
-from readers.base import record_from_row
+from readers.base import as_table, record_from_row
 from readers.native import NativeReader
 
 WRITER = """
@@ -46,7 +46,7 @@ def test_killed_writer_never_leaves_a_listed_partial_checkpoint(tmp_path: Path) 
         run_and_kill(store, attempt * 1000, rng)
     reader = NativeReader(str(store))
     scan = reader.scan()
-    records = [record_from_row(r) for t in scan.checkpoints for r in t.to_pylist()]
+    records = [record_from_row(r) for t in scan.checkpoints for r in as_table(t).to_pylist()]
     committed = [r for r in records if r.status != "incomplete"]
     assert len(committed) > 12, "the writer should have committed checkpoints between kills"
     problems = list(reader.check_checkpoints(committed, read_data=True))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.errors import DecodeError, ReaderError, StoreNotFound, UnsafePath
 from readers import native_format as nf
-from readers.base import record_from_row
+from readers.base import as_table, record_from_row
 from readers.fsutil import safe_join
 from readers.jsonpatch import PatchError, apply_patch, make_patch
 from readers.native import NativeReader
@@ -22,7 +22,7 @@ from tests.helpers import write_store
 
 def scan_records(reader: NativeReader, since: str | None = None):
     scan = reader.scan(since)
-    rows = [row for table in scan.checkpoints for row in table.to_pylist()]
+    rows = [row for table in scan.checkpoints for row in as_table(table).to_pylist()]
     return scan, [record_from_row(r) for r in rows]
 
 
