@@ -198,7 +198,7 @@ class Catalog:
         """Replace the findings of ``checkpoint_ids`` and set their statuses from them."""
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
-            ids = pa.table({"checkpoint_id": pa.array(checkpoint_ids, pa.string())})
+            ids = pa.Table.from_arrays([pa.array(checkpoint_ids, pa.string())], names=["checkpoint_id"])
             con.register("checked_ids", ids)
             con.execute("""DELETE FROM findings WHERE store_id = ? AND depth IN ('structure', 'data')
                            AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""", [store_id])
@@ -312,9 +312,12 @@ def _insert_findings(con: duckdb.DuckDBPyConnection, store_id: int, findings: li
 
 
 def _upsert_heads(con: duckdb.DuckDBPyConnection, store_id: int, heads: list[HeadRecord]) -> None:
-    rows = [(store_id, h.run_id, h.namespace or "", h.checkpoint_id) for h in heads]
-    table = pa.table({"store_id": [r[0] for r in rows], "run_id": [r[1] for r in rows],
-                      "namespace": [r[2] for r in rows], "checkpoint_id": [r[3] for r in rows]})
+    table = pa.Table.from_arrays(
+        [pa.array([store_id] * len(heads), pa.int32()),
+         pa.array([h.run_id for h in heads], pa.string()),
+         pa.array([h.namespace or "" for h in heads], pa.string()),
+         pa.array([h.checkpoint_id for h in heads], pa.string())],
+        names=["store_id", "run_id", "namespace", "checkpoint_id"])
     con.register("incoming_heads", table)
     try:
         con.execute("""DELETE FROM heads h USING incoming_heads i WHERE h.store_id = i.store_id
