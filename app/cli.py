@@ -144,6 +144,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     urls = [normalize_url(s) for s in args.stores]
     for url in urls:
         index_store(catalog, url, reader_name=args.reader, progress=_progress(fmt, f"indexing {url}"))
+    catalog.close()  # the dashboard process opens the index itself: don't hold its lock
     env = dict(os.environ, REWIND_HOME=str(settings.home), REWIND_STORES=os.pathsep.join(urls))
     if args.allow_write:
         env["REWIND_ALLOW_WRITE"] = "1"
@@ -153,7 +154,8 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     entry = Path(__file__).with_name("streamlit_app.py")
     command = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.address", args.host,
                "--server.port", str(args.port), "--server.headless", "true",
-               "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
+               "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
+               "--server.fileWatcherType", "none"]
     output.info(f"Rewind dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
     return subprocess.call(command, env=env)
 

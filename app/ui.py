@@ -111,7 +111,8 @@ class OverviewData:
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _catalog(index_path: str) -> Catalog:
-    return Catalog(index_path)
+    # short-lived connections: a CLI beside the running dashboard can still write the index
+    return Catalog(index_path, keep_open=False)
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

@@ -4,7 +4,7 @@
 two agents, chat messages, a secret (``tools.api_key``) that must never reach
 a page, an error event, and one damaged checkpoint (its blob deleted after a
 first index, then a full re-index). ``streamlit_server`` runs
-``streamlit run app/streamlit_app.py`` in its own process group against it.
+``rewind ui STORE --port N`` (the real entry point) in its own process group against it.
 """
 
 from __future__ import annotations
@@ -120,10 +120,8 @@ def start_streamlit(store: DemoStore, log: Path) -> tuple[subprocess.Popen, str]
     env = dict(os.environ, REWIND_HOME=str(store.home), REWIND_STORES=store.url,
                PYTHONUNBUFFERED="1")
     env.pop("REWIND_ALLOW_WRITE", None)
-    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
-               "--server.headless", "true", "--server.port", str(port), "--server.address",
-               "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-               "--client.toolbarMode", "viewer"]
+    # exactly what a user runs: index, then serve (the CLI must not keep the index locked)
+    command = [str(Path(sys.executable).with_name("rewind")), "ui", store.url, "--port", str(port)]
     with log.open("wb") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -148,7 +146,7 @@ def browser_store(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture(scope="module")
 def streamlit_server(browser_store: DemoStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of `streamlit run app/streamlit_app.py` serving the demo store."""
+    """Base URL of `rewind ui` serving the demo store."""
     log = tmp_path_factory.mktemp("streamlit-log") / "streamlit.log"
     proc, url = start_streamlit(browser_store, log)
     try:
