@@ -144,6 +144,8 @@ def rows_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     Timestamps are passed to Arrow as epoch microseconds: converting Python
     datetimes directly makes pyarrow import pandas, a second of start-up.
     """
+    if not rows:
+        return schema.empty_table()
     columns = []
     for f in schema:
         values = [row.get(f.name) for row in rows]
