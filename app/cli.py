@@ -33,8 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", parents=[common], help="index a store (incremental)")
     p.add_argument("store")
     p.add_argument("--full", action="store_true", help="rescan and re-check everything")
-    p.add_argument("--check", choices=CHECK_DEPTHS, default="data",
-                   help="check new checkpoints: data (re-hash, decode), structure, none")
+    p.add_argument("--check", choices=CHECK_DEPTHS, default="auto",
+                   help="check new checkpoints: data (re-hash, decode), structure, none; "
+                        "auto = data for up to 20,000 new checkpoints, else structure")
     p = sub.add_parser("ls", parents=[common], help="list checkpoints")
     p.add_argument("store")
     p.add_argument("--run", help="only this run")
@@ -100,7 +101,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         "changed": summary.refresh.changed, "checkpoints_read": summary.refresh.checkpoints,
         "events_read": summary.refresh.events,
         "checked": summary.verify.checked if summary.verify else 0,
-        "check": args.check, "findings": found,
+        "check": summary.verify.depth if summary.verify else "none", "findings": found,
         "seconds": round(summary.refresh.seconds + (summary.verify.seconds if summary.verify else 0), 3),
         "overview": output.overview_dict(queries.overview(catalog, store.store_id)),
     }

@@ -151,6 +151,8 @@ def render_index(report: dict[str, Any]) -> str:
              f"{o['runs']} runs, {human_bytes(o['size_bytes'])}; {status}",
              f"read {report['checkpoints_read']} catalog rows, checked {report['checked']} "
              f"({report['check']}) in {report['seconds']} s"]
+    if report["check"] == "structure" and report["checked"]:
+        lines.append("blobs were not re-read: run `rewind verify STORE --read-data` to re-hash them")
     lines.extend(_finding_lines(report["findings"]))
     return "\n".join(lines)
 

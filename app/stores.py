@@ -10,11 +10,12 @@ from typing import Any
 from app.catalog import Catalog, RefreshReport
 from app.config import Settings, load_settings
 from app.errors import UsageError
-from app.verify import VerifyReport, verify_store
+from app.verify import VerifyReport, count_to_check, verify_store
 from readers.base import Reader
 from readers.registry import display_url, open_reader
 
-CHECK_DEPTHS = ("data", "structure", "none")
+CHECK_DEPTHS = ("auto", "data", "structure", "none")
+AUTO_DATA_LIMIT = 20_000  # "auto" re-reads blobs when at most this many checkpoints are new
 Progress = Callable[[int, int | None], None]
 
 
@@ -57,17 +58,23 @@ def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
 
 
 def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, full: bool = False,
-                check: str = "data", progress: Progress | None = None) -> IndexSummary:
+                check: str = "auto", progress: Progress | None = None) -> IndexSummary:
     """Refresh the index for ``url`` and check what is new at the chosen depth.
 
-    Blobs are immutable, so a checkpoint verified once is not read again on
-    later refreshes; ``full`` rescans and re-checks everything.
+    ``auto`` re-hashes and decodes new checkpoints when there are at most
+    AUTO_DATA_LIMIT of them, and checks only structure beyond that (a first
+    look at a huge store stays fast; ``rewind verify --read-data`` does the
+    rest). Blobs are immutable, so a checkpoint verified once is not read
+    again on later refreshes; ``full`` rescans and re-checks everything.
     """
     if check not in CHECK_DEPTHS:
         raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
     store = open_store(catalog, url, reader_name)
     refresh = catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
     report = None
+    if check == "auto":
+        pending = count_to_check(catalog, store.store_id, "data", only_unverified=not full)
+        check = "data" if pending <= AUTO_DATA_LIMIT else "structure"
     if check != "none":
         report = verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
                               only_unverified=not full, progress=progress)

@@ -34,7 +34,7 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
     started = time.perf_counter()
     depth = "data" if read_data else "structure"
     report = VerifyReport(depth=depth)
-    total = _count(catalog, store_id, depth, only_unverified)
+    total = count_to_check(catalog, store_id, depth, only_unverified)
     checked: list[str] = []
     for chunk in _chunks(catalog, store_id, depth, only_unverified):
         report.findings.extend(reader_findings(reader, chunk, read_data))
@@ -120,7 +120,8 @@ ORDER BY run_id, checkpoint_id
 """
 
 
-def _count(catalog: Catalog, store_id: int, depth: str, only_unverified: bool) -> int:
+def count_to_check(catalog: Catalog, store_id: int, depth: str, only_unverified: bool) -> int:
+    """How many checkpoints a verification at ``depth`` would check."""
     with catalog.connect() as con:
         sql = f"SELECT count(*) FROM checkpoints WHERE store_id = ? {_pending_clause(depth, only_unverified)}"
         return int(con.execute(sql, [store_id]).fetchone()[0])

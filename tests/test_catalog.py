@@ -109,3 +109,19 @@ def test_overview_and_timeline_aggregate_in_sql(tmp_path: Path) -> None:
     buckets, aggregated = queries.timeline(catalog, sid, max_points=24)
     assert aggregated and len(buckets) < 40 and int(buckets["count"].sum()) == 40
     assert set(queries.runs(catalog, sid)["run_id"]) == {"run-0", "run-1", "run-2", "run-3"}
+
+
+def test_auto_check_reads_data_for_small_batches_and_structure_for_big_ones(
+        tmp_path: Path, monkeypatch) -> None:
+    import app.stores
+
+    url = str(tmp_path / "s")
+    write_store(url, runs=2, steps=4)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    monkeypatch.setattr(app.stores, "AUTO_DATA_LIMIT", 5)
+    first = index_store(catalog, url)
+    assert (first.verify.depth, first.verify.checked) == ("structure", 8)
+    NativeWriter(url).save("run-0", agent_state(9))
+    monkeypatch.setattr(app.stores, "AUTO_DATA_LIMIT", 100)
+    second = index_store(catalog, url)
+    assert (second.verify.depth, second.verify.checked) == ("data", 9)  # 1 new + 8 never re-read
