@@ -29,7 +29,9 @@ STATUS_SYMBOLS = {"ok": "circle", "corrupt": "x", "incomplete": "x", "quarantine
 
 
 TRIGGER_COLORS = {"periodic": "#4c78a8", "event": "#f58518", "manual": "#54a24b",
-                  "final": "#b279a2", "restore": "#17becf"}
+                  "final": "#b279a2", "restore": "#17becf",
+                  # LangGraph's metadata sources
+                  "input": "#72b7b2", "loop": "#4c78a8", "update": "#e45756", "fork": "#b279a2"}
 
 
 EVENT_SYMBOLS = {"error": "star", "timeout": "hourglass", "interrupt": "diamond-tall",

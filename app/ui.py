@@ -301,8 +301,9 @@ def suggested_actions(ref: StoreRef, data: OverviewData, depths: dict[str, int])
         actions.append(Action(f"{count} recent error event(s); latest in run {code(latest['run_id'])}: "
                               f"{md_escape(str(latest['detail'])[:120])}", "warning", latest["run_id"]))
     if data.overview.findings.get("warning"):
-        actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) "
-                              "(schema drift, size spikes…) — review them on the Integrity page", "info"))
+        actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) (failed tasks, "
+                              "orphans…) — list them with `rewind verify STORE`; a checkpoint's "
+                              "findings show in the Timeline", "info"))
     actions.extend(_verify_actions(ref, depths))
     return actions
 
