@@ -24,11 +24,16 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from app.errors import DecodeError
-from readers.base import CHECKPOINT_SCHEMA, CheckpointRecord, EventRecord, Finding, HeadRecord, PendingWrite
+from readers.base import (
+    CHECKPOINT_SCHEMA,
+    CheckpointRecord,
+    EventRecord,
+    Finding,
+    PendingWrite,
+)
 from readers.langgraph_serde import (
     DELTA_SNAPSHOT_TYPE,
     decode_typed,
@@ -113,7 +118,7 @@ def uuid6_timestamps(checkpoint_ids: pa.Array) -> pa.Array:
     ids = checkpoint_ids.cast(pa.string()) if checkpoint_ids.type != pa.string() else checkpoint_ids
     micros = _uuid6_micros_numpy(ids) if np is not None else None
     if micros is None:
-        micros = pa.array([_micros(cid) for cid in ids.to_pylist()], pa.int64())
+        micros = int64_array([_micros(cid) for cid in ids.to_pylist()])
     return micros.cast(pa.timestamp("us", tz="UTC"))
 
 
@@ -134,8 +139,8 @@ def _uuid6_micros_numpy(ids: pa.Array) -> pa.Array | None:
     values = _HEX_LUT[chars[:, _HEX_POSITIONS]]
     if (values == 255).any():
         return None
-    ticks = values.astype(np.int64) @ _POWERS_16
-    return pa.array((ticks - _UUID_EPOCH_100NS) // 10, pa.int64())
+    micros = (values.astype(np.int64) @ _POWERS_16 - _UUID_EPOCH_100NS) // 10
+    return pa.Array.from_buffers(pa.int64(), len(ids), [None, pa.py_buffer(np.ascontiguousarray(micros))])
 
 
 def _hex_lut() -> Any:
@@ -147,6 +152,74 @@ def _hex_lut() -> Any:
 
 _HEX_LUT = None if np is None else _hex_lut()
 _POWERS_16 = None if np is None else (16 ** np.arange(14, -1, -1, dtype=np.int64))
+
+
+# --- Arrow columns without pa.array ------------------------------------------------
+# ``pa.array``/``pa.scalar`` of Python objects import pandas on first use (~0.3 s cold,
+# whatever the input); building from buffers does not, and is as fast.
+
+
+def string_array(values: Sequence[Any], binary: bool = False) -> pa.Array:
+    """A string (or binary) array of ``values`` (str, or bytes when ``binary``; None = null)."""
+    n = len(values)
+    if np is None or n == 0:
+        return pa.array(values, pa.binary() if binary else pa.string())
+    try:
+        return _string_buffers(values, n, binary)
+    except (TypeError, UnicodeError, OverflowError):  # odd values: let pa.array judge them
+        return pa.array(values, pa.binary() if binary else pa.string())
+
+
+def _string_buffers(values: Sequence[Any], n: int, binary: bool) -> pa.Array:
+    valid = None
+    if None in values:
+        valid = _validity(values, n)
+        empty = b"" if binary else ""
+        values = [empty if v is None else v for v in values]
+    if binary:
+        data = b"".join(values)
+        lengths = np.fromiter(map(len, values), np.int64, n)
+    else:
+        text = "".join(values)
+        data = text.encode()
+        ascii_only = len(data) == len(text)
+        lengths = np.fromiter(map(len, values if ascii_only else (v.encode() for v in values)), np.int64, n)
+    if len(data) >= 2**31 - 1:
+        raise OverflowError("too large for 32-bit offsets")
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    buffers = [valid, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.binary() if binary else pa.string(), n, buffers)
+
+
+def int64_array(values: Sequence[int | None]) -> pa.Array:
+    """An int64 array of ``values`` (None = null)."""
+    n = len(values)
+    if np is None or n == 0:
+        return pa.array(values, pa.int64())
+    valid = None
+    if None in values:
+        valid = _validity(values, n)
+        values = [0 if v is None else v for v in values]
+    try:
+        data = np.fromiter(values, np.int64, n)
+    except (TypeError, ValueError, OverflowError):
+        return pa.array(values, pa.int64())
+    return pa.Array.from_buffers(pa.int64(), n, [valid, pa.py_buffer(data)])
+
+
+def constant_strings(value: str, n: int) -> pa.Array:
+    """``value`` repeated ``n`` times."""
+    if np is None:
+        return pa.repeat(pa.scalar(value, pa.string()), n)
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
+def _validity(values: Sequence[Any], n: int) -> pa.Buffer:
+    valid = np.fromiter((v is not None for v in values), np.bool_, n)
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
 # --- checkpoint rows -------------------------------------------------------------
@@ -235,25 +308,25 @@ MetadataColumns = tuple[pa.Array, pa.Table, dict[int, str]]
 def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]:
     """A ``CHECKPOINT_SCHEMA`` table and its findings, built column-wise."""
     n = len(cols.checkpoint_ids)
-    ids = pa.array(cols.checkpoint_ids, pa.string())
+    ids = string_array(cols.checkpoint_ids)
     text, fields, problems = metadata_columns(cols.metadata)
-    codecs = pa.array(cols.codecs if cols.codecs is not None else [None] * n, pa.string())
+    codecs = string_array(cols.codecs) if cols.codecs is not None else pa.nulls(n, pa.string())
     problems.update(_codec_problems(cols.codecs))
     findings = _row_findings(cols, problems)
     findings.extend(_parent_findings(cols, problems))
     status, reason = _status_columns(n, problems)
     columns = {
-        "run_id": pa.array(cols.thread_ids, pa.string()),
-        "namespace": pc.fill_null(pa.array(cols.namespaces, pa.string()), ""),
+        "run_id": string_array(cols.thread_ids),
+        "namespace": string_array(_none_as(cols.namespaces, "")),
         "checkpoint_id": ids,
-        "parent_id": _no_empty(pa.array(cols.parent_ids, pa.string())),
+        "parent_id": string_array(_none_as(cols.parent_ids, None, "")),
         "step": fields.column("step"),
         "created_at": uuid6_timestamps(ids),
         "trigger": fields.column("source"),
-        "kind": pa.repeat(pa.scalar("full", pa.string()), n),
+        "kind": constant_strings("full", n),
         "status": status,
         "status_reason": reason,
-        "size_bytes": pa.array(cols.sizes if cols.sizes is not None else [None] * n, pa.int64()),
+        "size_bytes": int64_array(cols.sizes) if cols.sizes is not None else pa.nulls(n, pa.int64()),
         "checksum": pa.nulls(n, pa.string()),
         "agent": fields.column("graph_id"),
         "codec": codecs,
@@ -263,10 +336,11 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
     return pa.Table.from_pydict(columns, schema=CHECKPOINT_SCHEMA), findings
 
 
-def _no_empty(values: pa.Array) -> pa.Array:
-    """Empty strings as nulls (a parent id of '' means no parent)."""
-    empty = pc.equal(values, "")
-    return pc.if_else(empty, pa.scalar(None, values.type), values) if pc.any(empty).as_py() else values
+def _none_as(values: Sequence[Any], replacement: Any, replaced: Any = None) -> Sequence[Any]:
+    """``values`` with each ``replaced`` item (None, or e.g. '' for "no parent") as ``replacement``."""
+    if replaced not in values:
+        return values
+    return [replacement if v == replaced and type(v) is type(replaced) else v for v in values]
 
 
 def metadata_columns(metadata: Sequence[Any]) -> MetadataColumns:
@@ -291,7 +365,7 @@ def _metadata_fast(metadata: Sequence[Any]) -> tuple[pa.Array, pa.Table] | None:
     if n == 0 or joined.count(b"\n") != n - 1:
         return None
     try:
-        text = pa.array(metadata, pa.binary()).cast(pa.string())
+        text = string_array(metadata, binary=True).cast(pa.string())
         options = pa_json.ParseOptions(explicit_schema=_METADATA_FIELDS, unexpected_field_behavior="ignore")
         fields = pa_json.read_json(io.BytesIO(joined), parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -316,9 +390,9 @@ def _metadata_slow(metadata: Sequence[Any]) -> tuple[pa.Array, pa.Table, dict[in
         sources.append(source)
         agents.append(agent)
         texts.append(_metadata_text(raw, meta, problem))
-    fields = pa.table({"source": pa.array(sources, pa.string()), "step": pa.array(steps, pa.int64()),
-                       "graph_id": pa.array(agents, pa.string())})
-    return pa.array(texts, pa.string()), fields, problems
+    fields = pa.table({"source": string_array(sources), "step": int64_array(steps),
+                       "graph_id": string_array(agents)})
+    return string_array(texts), fields, problems
 
 
 def _metadata_text(raw: Any, meta: dict[str, Any], problem: str | None) -> str:
@@ -360,80 +434,10 @@ def _parent_findings(cols: CheckpointColumns, problems: dict[int, str]) -> list[
 
 def _status_columns(n: int, problems: Mapping[int, str]) -> tuple[pa.Array, pa.Array]:
     if not problems:
-        return pa.repeat(pa.scalar("ok", pa.string()), n), pa.nulls(n, pa.string())
+        return constant_strings("ok", n), pa.nulls(n, pa.string())
     status = ["corrupt" if i in problems else "ok" for i in range(n)]
     reason = [problems.get(i) for i in range(n)]
-    return pa.array(status, pa.string()), pa.array(reason, pa.string())
-
-
-def missing_parents(tables: Sequence[pa.Table]) -> dict[tuple[str, str, str], str]:
-    """Rows (thread, namespace, id) -> parent id, for parents absent from ``tables``.
-
-    One vectorised hash lookup over the whole listing (no per-row Python).
-    """
-    tables = [t for t in tables if t.num_rows]
-    if not tables:
-        return {}
-    ids = pa.chunked_array([t["checkpoint_id"].combine_chunks() for t in tables], pa.string())
-    parents = pa.chunked_array([t["parent_id"].combine_chunks() for t in tables], pa.string())
-    if pc.count_distinct(ids).as_py() != len(ids):  # an id in several threads: match whole keys
-        ids = pa.chunked_array([_join_key(t, "checkpoint_id") for t in tables], pa.string())
-        parents = pa.chunked_array([_join_key(t, "parent_id") for t in tables], pa.string())
-    found = pc.is_in(parents, value_set=ids.combine_chunks())
-    lost = pc.and_(pc.is_valid(parents), pc.invert(found))
-    if not pc.any(lost).as_py():
-        return {}
-    rows = pa.concat_tables([t.select(["run_id", "namespace", "checkpoint_id", "parent_id"]) for t in tables])
-    rows = rows.filter(lost.combine_chunks())
-    return {(r["run_id"], r["namespace"], r["checkpoint_id"]): r["parent_id"] for r in rows.to_pylist()}
-
-
-def _join_key(table: pa.Table, column: str) -> pa.Array:
-    return pc.binary_join_element_wise(
-        table["run_id"].combine_chunks(), table["namespace"].combine_chunks(),
-        table[column].combine_chunks(), "\x1f",
-    )
-
-
-def mark_missing_parents(
-    tables: Sequence[pa.Table], missing: Mapping[tuple[str, str, str], str]
-) -> tuple[list[pa.Table], list[Finding]]:
-    """``tables`` with rows whose parent is missing set to corrupt, and their findings."""
-    if not missing:
-        return list(tables), []
-    findings = [
-        Finding("parent-missing", "error", f"parent checkpoint {parent} is missing", t, ns, cid)
-        for (t, ns, cid), parent in missing.items()
-    ]
-    wanted = pa.array(["\x1f".join(key) for key in missing], pa.string())
-    return [_mark_table(t, wanted, missing) for t in tables], findings
-
-
-def _mark_table(table: pa.Table, wanted: pa.Array, missing: Mapping[tuple[str, str, str], str]) -> pa.Table:
-    hit = pc.is_in(_join_key(table, "checkpoint_id"), value_set=wanted)
-    if not pc.any(hit).as_py():
-        return table
-    keys = zip(table["run_id"].to_pylist(), table["namespace"].to_pylist(), table["checkpoint_id"].to_pylist())
-    reasons = table["status_reason"].to_pylist()
-    for i, key in enumerate(keys):
-        if key in missing:
-            reason = f"parent checkpoint {missing[key]} is missing"
-            reasons[i] = f"{reasons[i]}; {reason}" if reasons[i] else reason
-    status = pc.if_else(hit, pa.scalar("corrupt", pa.string()), table["status"].combine_chunks())
-    table = table.set_column(table.schema.get_field_index("status"), "status", status)
-    index = table.schema.get_field_index("status_reason")
-    return table.set_column(index, "status_reason", pa.array(reasons, pa.string()))
-
-
-def heads_from_tables(tables: Sequence[pa.Table]) -> list[HeadRecord]:
-    """The max checkpoint id per (thread, namespace) of a full listing."""
-    tables = [t.select(["run_id", "namespace", "checkpoint_id"]) for t in tables if t.num_rows]
-    if not tables:
-        return []
-    grouped = pa.concat_tables(tables).group_by(["run_id", "namespace"], use_threads=False)
-    heads = grouped.aggregate([("checkpoint_id", "max")])
-    return [HeadRecord(run_id=t, checkpoint_id=c, namespace=ns) for t, ns, c in zip(
-        heads["run_id"].to_pylist(), heads["namespace"].to_pylist(), heads["checkpoint_id_max"].to_pylist())]
+    return string_array(status), string_array(reason)
 
 
 # --- writes -> events ---------------------------------------------------------------

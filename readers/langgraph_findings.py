@@ -78,3 +78,13 @@ def payload_findings(label: str, type_: str | None, blob: bytes | None, where: t
         yield Finding("undecodable", "error", f"{label}: {exc}", *where)
         return
     yield from value_findings(label, value, where, expected_id, channel)
+
+
+def pending_error_finding(label: str, type_: str | None, blob: bytes | None, where: tuple[str, str, str],
+                          aes_key: bytes | None) -> Finding:
+    """The ``pending-error`` warning for one ``__error__`` write (never loads a pickle)."""
+    try:
+        value: Any = decode_typed(type_, blob, aes_key=aes_key)
+    except DecodeError as exc:
+        value = f"(undecodable {ERROR} write: {exc})"
+    return Finding("pending-error", "warning", f"{label}: a task failed: {value}", *where)

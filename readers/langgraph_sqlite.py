@@ -41,14 +41,16 @@ from readers.langgraph_common import (
     CheckpointColumns,
     checkpoints_batch,
     event_record,
-    heads_from_tables,
-    mark_missing_parents,
-    missing_parents,
     parse_metadata,
     rebuild_delta_values,
     sort_writes,
+    string_array,
 )
-from readers.langgraph_findings import codec_findings, payload_findings
+from readers.langgraph_findings import (
+    codec_findings,
+    payload_findings,
+    pending_error_finding,
+)
 from readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
@@ -56,9 +58,11 @@ from readers.langgraph_serde import (
 )
 
 BATCH_ROWS = 50_000
+CHECK_CHUNK = 300  # checkpoints per ``__error__`` writes query (3 parameters each, < 999)
 SQLITE_HEADER = b"SQLite format 3\x00"
 LIVE_SUFFIXES = ("-wal", "-journal")
 TOKEN_VERSION = 1
+MMAP_LIMIT = 2**31
 
 LIST_SQL = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
@@ -82,6 +86,10 @@ HEADS_SQL = (
     "SELECT thread_id, checkpoint_ns, max(checkpoint_id) FROM checkpoints "
     "GROUP BY thread_id, checkpoint_ns"
 )
+ERROR_WRITES_SQL = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, type, value, {task_path} FROM writes
+WHERE channel = '__error__' AND (thread_id, checkpoint_ns, checkpoint_id) IN (VALUES {keys})
+"""
 ROW_SQL = (
     "SELECT type, checkpoint, parent_checkpoint_id, metadata FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
@@ -120,8 +128,12 @@ def is_live(path: Path) -> bool:
     return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection that leaves no file behind (StoreNotFound if absent)."""
+def connect_readonly(path: Path, mmap: bool = False) -> sqlite3.Connection:
+    """A read-only connection that leaves no file behind (StoreNotFound if absent).
+
+    ``mmap`` maps the file when no writer is active (immutable): a full scan
+    walks every blob's overflow pages, and mapped pages skip a copy each.
+    """
     if not path.is_file():
         raise StoreNotFound(f"store not found: {path} (no such file)")
     uri = path.resolve().as_uri() + "?mode=ro" + ("" if is_live(path) else "&immutable=1")
@@ -131,6 +143,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         raise ReaderError(f"{path} could not be opened read-only ({exc})") from None
     try:
         conn.execute("PRAGMA query_only = 1")
+        if mmap and not is_live(path):
+            conn.execute(f"PRAGMA mmap_size = {min(path.stat().st_size, MMAP_LIMIT)}")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         conn.close()
@@ -156,6 +170,61 @@ def has_header(path: Path) -> bool:
             return handle.read(16) == SQLITE_HEADER
     except OSError:
         return False
+
+
+# --- parents ------------------------------------------------------------------------------
+
+
+Key = tuple[str, str, str]
+ParentColumns = tuple[Sequence[str], Sequence[str | None], Sequence[str], Sequence[str | None]]
+
+
+def missing_parents(batches: Sequence[ParentColumns]) -> dict[Key, str]:
+    """(thread, namespace, id) -> parent id, for parents absent from the listed rows.
+
+    ``batches`` are ``(thread_ids, namespaces, checkpoint_ids, parent_ids)`` columns of
+    a full listing. Set lookups over the ids already fetched (no query); when an id
+    appears in several threads, whole keys are matched.
+    """
+    ids = {cid for batch in batches for cid in batch[2]}
+    if len(ids) == sum(len(batch[2]) for batch in batches):  # ids unique: an id names one row
+        unknown = {p for batch in batches for p in batch[3]} - ids - {None, ""}
+        if not unknown:
+            return {}
+        return {(t, ns or "", cid): p for batch in batches
+                for t, ns, cid, p in zip(*batch) if p in unknown}
+    keys = {(t, ns or "", cid) for batch in batches for t, ns, cid, _p in zip(*batch)}
+    return {(t, ns or "", cid): p for batch in batches for t, ns, cid, p in zip(*batch)
+            if p and (t, ns or "", p) not in keys}
+
+
+def mark_missing_parents(
+    tables: Sequence[pa.Table], missing: Mapping[Key, str]
+) -> tuple[list[pa.Table], list[Finding]]:
+    """``tables`` with rows whose parent is missing set to corrupt, and their findings."""
+    if not missing:
+        return list(tables), []
+    findings = [
+        Finding("parent-missing", "error", f"parent checkpoint {parent} is missing", t, ns, cid)
+        for (t, ns, cid), parent in missing.items()
+    ]
+    return [_mark_table(t, missing) for t in tables], findings
+
+
+def _mark_table(table: pa.Table, missing: Mapping[Key, str]) -> pa.Table:
+    ids = {cid for _t, _ns, cid in missing}
+    checkpoint_ids = table["checkpoint_id"].to_pylist()
+    if not any(cid in ids for cid in checkpoint_ids):
+        return table
+    keys = zip(table["run_id"].to_pylist(), table["namespace"].to_pylist(), checkpoint_ids)
+    status, reasons = table["status"].to_pylist(), table["status_reason"].to_pylist()
+    for i, key in enumerate(keys):
+        if key in missing:
+            reason = f"parent checkpoint {missing[key]} is missing"
+            status[i], reasons[i] = "corrupt", f"{reasons[i]}; {reason}" if reasons[i] else reason
+    table = table.set_column(table.schema.get_field_index("status"), "status", string_array(status))
+    index = table.schema.get_field_index("status_reason")
+    return table.set_column(index, "status_reason", string_array(reasons))
 
 
 # --- the reader -------------------------------------------------------------------
@@ -234,7 +303,7 @@ class LangGraphSqliteReader(Reader):
 
     def scan(self, since: str | None = None) -> Scan:
         """List checkpoints from SQL only, in one read transaction."""
-        with closing(connect_readonly(self.path)) as conn, _sqlite_errors(self.path):
+        with closing(connect_readonly(self.path, mmap=True)) as conn, _sqlite_errors(self.path):
             conn.execute("BEGIN")
             try:
                 return self._scan_in(conn, since)
@@ -250,7 +319,7 @@ class LangGraphSqliteReader(Reader):
         full = after is None
         ck_after, wr_after = after or (0, 0)
         tables, findings = self._checkpoint_tables(conn, ck_after)
-        heads = heads_from_tables(tables) if full else self._heads(conn)
+        heads = self._heads(conn)
         events = self._event_tables(conn, wr_after)
         if full and not self._has_writes:
             findings.append(Finding("writes-missing", "warning", "the database has no LangGraph writes table"))
@@ -294,6 +363,7 @@ class LangGraphSqliteReader(Reader):
         """Batches of listed rows (column-wise), then one vectorised parent check."""
         tables: list[pa.Table] = []
         findings: list[Finding] = []
+        keys: list[ParentColumns] = []
         with _gc_paused():
             cursor = conn.execute(LIST_SQL, (after,))
             while rows := cursor.fetchmany(BATCH_ROWS):
@@ -302,7 +372,8 @@ class LangGraphSqliteReader(Reader):
                 table, batch_findings = checkpoints_batch(cols)
                 tables.append(table)
                 findings.extend(batch_findings)
-        missing = missing_parents(tables) if not after else self._missing_parents_after(conn, after)
+                keys.append((cols.thread_ids, cols.namespaces, cols.checkpoint_ids, cols.parent_ids))
+        missing = missing_parents(keys) if not after else self._missing_parents_after(conn, after)
         tables, parent_findings = mark_missing_parents(tables, missing)
         return tables, findings + parent_findings
 
@@ -381,9 +452,44 @@ class LangGraphSqliteReader(Reader):
     # integrity ------------------------------------------------------------------------------
 
     def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
-        """Findings for each checkpoint: codec, and with ``read_data`` its blob and writes."""
+        """Findings for each checkpoint: codec and pending errors; with ``read_data`` its blob and writes."""
+        if read_data:
+            for record in records:
+                yield from self._check_one(record, True)
+            return
+        chunk: list[CheckpointRecord] = []
         for record in records:
-            yield from self._check_one(record, read_data)
+            chunk.append(record)
+            if len(chunk) >= CHECK_CHUNK:
+                yield from self._check_chunk(chunk)
+                chunk = []
+        if chunk:
+            yield from self._check_chunk(chunk)
+
+    def _check_chunk(self, records: list[CheckpointRecord]) -> Iterator[Finding]:
+        """Structure depth: each row's codec, and its ``__error__`` writes (one query per chunk)."""
+        errors = self._error_writes([_key(r) for r in records])
+        for record in records:
+            found = list(self._check_one(record, False))
+            yield from found
+            if any(f.check == "missing" for f in found):
+                continue
+            for task_id, idx, type_, value in errors.get(_key(record), ()):
+                label = f"pending write '__error__' (task {task_id}, idx {idx})"
+                yield pending_error_finding(label, type_, value, _key(record), self.aes_key)
+
+    def _error_writes(self, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:
+        """The ``__error__`` writes of these checkpoints, by key, in LangGraph's order."""
+        keys = list(dict.fromkeys(keys))
+        if not self._has_writes or not keys:
+            return {}
+        sql = ERROR_WRITES_SQL.format(task_path=self._task_path, keys=", ".join(["(?, ?, ?)"] * len(keys)))
+        with self._connection() as conn:
+            rows = conn.execute(sql, [part for key in keys for part in key]).fetchall()
+        found: dict[tuple[str, str, str], list[tuple[Any, ...]]] = {}
+        for thread, ns, cid, task_id, idx, type_, value, _path in sorted(rows, key=_write_order):
+            found.setdefault((thread, ns, cid), []).append((task_id, idx, type_, value))
+        return found
 
     def _check_one(self, record: CheckpointRecord, read_data: bool) -> Iterator[Finding]:
         where = (record.run_id, record.namespace or "", record.checkpoint_id)
@@ -433,6 +539,11 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``ERROR_WRITES_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
+    return row[0], row[1], row[2], row[7] or "", row[3], row[4]
 
 
 def _is_marker(value: Any) -> bool:

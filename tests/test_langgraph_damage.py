@@ -162,4 +162,6 @@ def test_check_checkpoints_findings(damaged: Damaged, scanned: Any) -> None:
     assert all(f.severity == "error" for f in findings if f.check in ("undecodable", "unknown-codec"))
     truncated = next(f for f in findings if f.checkpoint_id == damaged.truncated)
     assert "truncated data at byte" in truncated.message
-    assert {(f.check, f.checkpoint_id) for f in quick} == {("unknown-codec", damaged.unknown_type)}
+    assert {(f.check, f.checkpoint_id) for f in quick} == {("unknown-codec", damaged.unknown_type),
+                                                        ("pending-error", damaged.bad_write)}
+    assert "undecodable" in next(f for f in quick if f.check == "pending-error").message

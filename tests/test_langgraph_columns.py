@@ -1,0 +1,97 @@
+"""Column building for big LangGraph listings: Arrow arrays from buffers (no pandas
+import), the set-based parent check and the pending-error structure check."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from readers.langgraph_common import constant_strings, int64_array, string_array
+from readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = """
+CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '',
+  checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB,
+  PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id));
+"""
+
+
+@pytest.mark.parametrize("values", [
+    ["a", "bb", "", "ccc"], ["é", None, "日本", ""], [None, None], [], ["x" * 1000] * 50,
+])
+def test_string_array_matches_pa_array(values: list[str | None]) -> None:
+    assert string_array(values).equals(pa.array(values, pa.string()))
+    assert string_array(tuple(values)).to_pylist() == values
+
+
+def test_binary_int_and_constant_arrays() -> None:
+    blobs = [b"{}", None, b"\xff\x00", b""]
+    assert string_array(blobs, binary=True).equals(pa.array(blobs, pa.binary()))
+    ints = [1, None, -(2**63), 2**63 - 1, 0]
+    assert int64_array(ints).equals(pa.array(ints, pa.int64()))
+    assert constant_strings("full", 3).to_pylist() == ["full"] * 3
+    assert constant_strings("ok", 0).to_pylist() == []
+
+
+def test_odd_values_fall_back_to_pa_array() -> None:
+    assert string_array([b"bytes-as-text", "text"]).to_pylist() == ["bytes-as-text", "text"]
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        string_array([1, "a"])
+
+
+def test_missing_parents_with_unique_ids() -> None:
+    batch = (("t1", "t1", "t2"), ("", None, ""), ("a", "b", "c"), (None, "a", "gone"))
+    assert missing_parents([batch]) == {("t2", "", "c"): "gone"}
+    assert missing_parents([(("t",), ("",), ("a",), ("",))]) == {}
+
+
+def test_missing_parents_matches_whole_keys_when_ids_repeat() -> None:
+    # "b" exists, but only in thread t1: t2's row lost its parent
+    first = (("t1", "t1"), ("", ""), ("a", "b"), (None, "a"))
+    second = (("t2", "t2"), ("", ""), ("a", "c"), (None, "b"))
+    assert missing_parents([first, second]) == {("t2", "", "c"): "b"}
+
+
+def _tiny_db(path: Path, rows: int = 30) -> Path:
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA)
+    meta = json.dumps({"source": "loop", "step": 1, "graph_id": "g"}).encode()
+    for i in range(rows):
+        parent = None if i == 0 else f"1f000000-0000-6000-8000-{i - 1:012d}"
+        conn.execute("INSERT INTO checkpoints VALUES ('t', '', ?, ?, 'msgpack', X'80', ?)",
+                     (f"1f000000-0000-6000-8000-{i:012d}", parent, meta))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_listing_does_not_import_pandas(tmp_path: Path) -> None:
+    db = _tiny_db(tmp_path / "tiny.sqlite")
+    code = (
+        "import sys\n"
+        "from readers.langgraph_sqlite import LangGraphSqliteReader\n"
+        f"scan = LangGraphSqliteReader({str(db)!r}).scan()\n"
+        "rows = sum(t.num_rows for t in scan.checkpoints)\n"
+        "print(rows, len(scan.heads), 'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["30", "1", "False"]
+
+
+def test_scan_of_tiny_db_is_ok_and_leaves_no_files(tmp_path: Path) -> None:
+    db = _tiny_db(tmp_path / "tiny.sqlite")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with LangGraphSqliteReader(str(db)) as reader:
+        scan = reader.scan()
+        table = pa.concat_tables(list(scan.checkpoints))
+    assert set(table["status"].to_pylist()) == {"ok"}
+    assert table["parent_id"].null_count == 1 and table["step"].to_pylist() == [1] * 30
+    assert [h.checkpoint_id for h in scan.heads] == [max(table["checkpoint_id"].to_pylist())]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
