@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -198,8 +199,7 @@ class Catalog:
         """Replace the findings of ``checkpoint_ids`` and set their statuses from them."""
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
-            ids = pa.Table.from_arrays([pa.array(checkpoint_ids, pa.string())], names=["checkpoint_id"])
-            con.register("checked_ids", ids)
+            _temp_table(con, "checked_ids", {"checkpoint_id": ("VARCHAR", checkpoint_ids)})
             con.execute("""DELETE FROM findings WHERE store_id = ? AND depth IN ('structure', 'data')
                            AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""", [store_id])
             _insert_findings(con, store_id, findings, depth)
@@ -211,7 +211,7 @@ class Catalog:
             con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?",
                         [datetime.now(UTC), store_id])
             con.execute("COMMIT")
-            con.unregister("checked_ids")
+            con.execute("DROP TABLE IF EXISTS checked_ids")
 
     def replace_lineage_findings(self, store_id: int, findings: list[Finding]) -> None:
         """Replace the store's lineage findings (parents missing, chains built on damage)."""
@@ -305,26 +305,38 @@ def _insert_findings(con: duckdb.DuckDBPyConnection, store_id: int, findings: li
                      depth: str) -> None:
     if not findings:
         return
-    now = datetime.now(UTC)
-    rows = [(store_id, f.run_id, f.namespace or "", f.checkpoint_id, f.check, f.severity,
-             f.message, depth, now) for f in findings]
-    con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    _temp_table(con, "new_findings", {
+        "run_id": ("VARCHAR", [f.run_id for f in findings]),
+        "namespace": ("VARCHAR", [f.namespace or "" for f in findings]),
+        "checkpoint_id": ("VARCHAR", [f.checkpoint_id for f in findings]),
+        "check_name": ("VARCHAR", [f.check for f in findings]),
+        "severity": ("VARCHAR", [f.severity for f in findings]),
+        "message": ("VARCHAR", [f.message for f in findings])})
+    con.execute("""INSERT INTO findings SELECT ?, run_id, namespace, checkpoint_id, check_name, severity,
+                   message, ?, ? FROM new_findings""", [store_id, depth, datetime.now(UTC)])
+    con.execute("DROP TABLE new_findings")
 
 
 def _upsert_heads(con: duckdb.DuckDBPyConnection, store_id: int, heads: list[HeadRecord]) -> None:
-    table = pa.Table.from_arrays(
-        [pa.array([store_id] * len(heads), pa.int32()),
-         pa.array([h.run_id for h in heads], pa.string()),
-         pa.array([h.namespace or "" for h in heads], pa.string()),
-         pa.array([h.checkpoint_id for h in heads], pa.string())],
-        names=["store_id", "run_id", "namespace", "checkpoint_id"])
-    con.register("incoming_heads", table)
+    _temp_table(con, "incoming_heads", {
+        "run_id": ("VARCHAR", [h.run_id for h in heads]),
+        "namespace": ("VARCHAR", [h.namespace or "" for h in heads]),
+        "checkpoint_id": ("VARCHAR", [h.checkpoint_id for h in heads])})
     try:
-        con.execute("""DELETE FROM heads h USING incoming_heads i WHERE h.store_id = i.store_id
-                       AND h.run_id = i.run_id AND h.namespace = i.namespace""")
-        con.execute("INSERT INTO heads SELECT store_id, run_id, namespace, checkpoint_id FROM incoming_heads")
+        con.execute("""DELETE FROM heads h USING incoming_heads i WHERE h.store_id = ?
+                       AND h.run_id = i.run_id AND h.namespace = i.namespace""", [store_id])
+        con.execute("INSERT INTO heads SELECT ?, run_id, namespace, checkpoint_id FROM incoming_heads",
+                    [store_id])
     finally:
-        con.unregister("incoming_heads")
+        con.execute("DROP TABLE IF EXISTS incoming_heads")
+
+
+def _temp_table(con: duckdb.DuckDBPyConnection, name: str,
+                columns: dict[str, tuple[str, list[Any]]]) -> None:
+    """A temporary table from Python lists, zipped by DuckDB's unnest (no Arrow, no executemany)."""
+    select = ", ".join(f"unnest(${col}::{sql_type}[]) AS {col}" for col, (sql_type, _) in columns.items())
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select}",
+                {col: values for col, (_, values) in columns.items()})
 
 
 def _apply_error_statuses(con: duckdb.DuckDBPyConnection, store_id: int) -> None:
