@@ -52,6 +52,7 @@ from readers.base import (
 )
 from readers.langgraph_common import (
     Ancestor,
+    ERROR,
     CheckpointColumns,
     checkpoints_batch,
     event_record,
@@ -61,7 +62,7 @@ from readers.langgraph_common import (
     uuid6_timestamps,
 )
 from readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
-from readers.langgraph_findings import codec_findings, payload_findings
+from readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
 from readers.registry import display_url
 
 BATCH_ROWS = 20_000
@@ -163,7 +164,7 @@ JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.che
 """.replace("$KEYS", _KEYS).replace("$VERSIONS", _VERSIONS)
 CHECK_WRITES_SQL = """
 SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
-       CASE WHEN %s THEN w.blob END
+       CASE WHEN %s OR w.channel = '__error__' THEN w.blob END
 FROM $KEYS JOIN checkpoint_writes w USING (thread_id, checkpoint_ns, checkpoint_id)
 """.replace("$KEYS", _KEYS)
 
@@ -474,6 +475,8 @@ class LangGraphPostgresReader(Reader):
         for thread, ns, cid, task_id, channel, type_, idx, blob in writes:
             label = f"pending write {channel!r} (task {task_id}, idx {idx})"
             found.extend(self._payload_findings(label, type_, blob, (thread, ns, cid), read_data, channel))
+            if channel == ERROR and not read_data:  # a failed task is a structure finding too
+                found.append(pending_error_finding(label, type_, blob, (thread, ns, cid), self.aes_key))
         return found
 
     def _blob_findings(self, blobs: Sequence[tuple[Any, ...]], read_data: bool) -> Iterator[Finding]:
