@@ -259,8 +259,10 @@ def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
 def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int,
                         batch: pa.Table | ParquetSource, fresh: bool) -> int:
     """Insert a batch (an Arrow table, or Parquet files DuckDB reads itself); returns its rows."""
+    params: dict[str, Any] = {"sid": store_id}
     if isinstance(batch, ParquetSource):
-        source = f"(SELECT *, 'ok' AS status, NULL AS status_reason FROM read_parquet({list(batch.paths)!r}))"
+        source = "(SELECT *, 'ok' AS status, NULL AS status_reason FROM read_parquet($paths))"
+        params["paths"] = list(batch.paths)
     else:
         con.register("incoming", batch)
         source = "incoming"
@@ -268,9 +270,9 @@ def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int,
         if not fresh:
             # an 'incomplete' pending row never replaces a listed checkpoint
             con.execute(f"""DELETE FROM checkpoints c USING {source} i
-                WHERE c.store_id = ? AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
+                WHERE c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
                 AND c.namespace = coalesce(i.namespace, '')
-                AND NOT (i.status = 'incomplete' AND c.listed_status <> 'incomplete')""", [store_id])
+                AND NOT (i.status = 'incomplete' AND c.listed_status <> 'incomplete')""", params)
         keep = "" if fresh else """WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE
             c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
             AND c.namespace = coalesce(i.namespace, ''))"""
@@ -280,7 +282,7 @@ def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int,
                 i.created_at, i.trigger, i.kind, i.status, i.status_reason, i.size_bytes,
                 i.checksum, i.agent, i.codec, i.location, i.metadata, $sid, i.status,
                 i.status_reason
-            FROM {source} i {keep}""", {"sid": store_id})
+            FROM {source} i {keep}""", params)
         return batch.num_rows
     finally:
         if not isinstance(batch, ParquetSource):

@@ -27,21 +27,15 @@ def to_jsonable(value: Any) -> Any:
 
 
 def dumps(value: Any, indent: int | None = 2) -> str:
-    return json.dumps(value, default=to_jsonable, indent=indent, ensure_ascii=False, allow_nan=False
-                      ) if _finite(value) else json.dumps(_nan_safe(value), default=to_jsonable,
-                                                          indent=indent, ensure_ascii=False)
-
-
-def _finite(value: Any) -> bool:
+    """JSON text; NaN and infinities (not valid JSON) become strings."""
     try:
-        json.dumps(value, default=to_jsonable, allow_nan=False)
-        return True
+        return json.dumps(value, default=to_jsonable, indent=indent, ensure_ascii=False, allow_nan=False)
     except ValueError:
-        return False
+        return json.dumps(_nan_safe(value), default=to_jsonable, indent=indent, ensure_ascii=False)
 
 
 def _nan_safe(value: Any) -> Any:
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return str(value)
     if isinstance(value, dict):
         return {k: _nan_safe(v) for k, v in value.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -120,8 +121,6 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _url_secrets(text: str) -> list[str]:
-    import re
-
     return [m.group(1) for m in re.finditer(r"://[^:/@\s]+:([^@/\s]+)@", text)]
 
 

@@ -125,3 +125,13 @@ def test_auto_check_reads_data_for_small_batches_and_structure_for_big_ones(
     monkeypatch.setattr(app.stores, "AUTO_DATA_LIMIT", 100)
     second = index_store(catalog, url)
     assert (second.verify.depth, second.verify.checked) == ("data", 9)  # 1 new + 8 never re-read
+
+
+def test_compacted_store_under_a_path_with_quotes(tmp_path: Path) -> None:
+    url = str(tmp_path / 'o\'brien "quoted" store')
+    write_store(url, runs=2, steps=3)
+    NativeWriter(url).compact()
+    catalog = Catalog(tmp_path / "index.duckdb")
+    summary = index_store(catalog, url)
+    assert summary.refresh.checkpoints == 6
+    assert count(catalog, "SELECT count(*) FROM checkpoints WHERE status = 'ok'") == 6

@@ -72,3 +72,12 @@ def test_secret_names_are_masked_at_any_depth_and_counts_are_not() -> None:
     assert out["llm"] == {"max_tokens": 4096, "usage": {"total_tokens": 12}}
     assert out["history"][0]["Authorization"] == MASK and out["note"] == "no secrets here"
     assert state["tools"]["api_key"] == "k1", "redact must not modify its input"
+
+
+def test_json_output_turns_nan_into_strings() -> None:
+    import json
+
+    from app.output import dumps
+
+    text = dumps({"loss": float("nan"), "grad": [float("inf"), 1.5], "ok": "yes"})
+    assert json.loads(text) == {"loss": "nan", "grad": ["inf", 1.5], "ok": "yes"}
