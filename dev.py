@@ -4,7 +4,7 @@
     python3 dev.py ui      # install into .venv and open the dashboard on sample_data/
     python3 dev.py test    # install into .venv (+ Debian's chromium and postgresql) and run every test
 
-Extra arguments are passed on (to pytest for ``test``, to ``rewind ui`` for ``ui``).
+Extra arguments are passed on (to pytest for ``test``, to ``lastgood ui`` for ``ui``).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_debian_packages()
         return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
-    return subprocess.call([str(BIN / "rewind"), "ui", *sample_stores(), *rest], cwd=ROOT)
+    return subprocess.call([str(BIN / "lastgood"), "ui", *sample_stores(), *rest], cwd=ROOT)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The DuckDB index: schema migrations, ingest from readers, status bookkeeping.
 
-One index file (``$REWIND_HOME/index.duckdb``) holds every store the operator
+One index file (``$LASTGOOD_HOME/index.duckdb``) holds every store the operator
 opened. Connections are short-lived (one per operation, retried while another
 process holds the write lock) so the dashboard and the CLI can share it.
 Read queries for the CLI and pages live in ``app.queries``.
@@ -19,8 +19,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from app.errors import RewindError
-from readers.base import CHECKPOINT_SCHEMA, Finding, HeadRecord, ParquetSource, Reader, Scan
+from lastgood.errors import LastgoodError
+from lastgood.readers.base import CHECKPOINT_SCHEMA, Finding, HeadRecord, ParquetSource, Reader, Scan
 
 Progress = Callable[[int, int | None], None]
 
@@ -252,7 +252,7 @@ def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
             return duckdb.connect(path)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise RewindError(f"the index {path} is busy or unreadable: {exc}") from None
+                raise LastgoodError(f"the index {path} is busy or unreadable: {exc}") from None
             time.sleep(0.1)
 
 

@@ -1,4 +1,4 @@
-"""The ``rewind`` command: a thin layer over app.stores / app.queries / app.show.
+"""The ``lastgood`` command: a thin layer over app.stores / app.queries / app.show.
 
 Exit codes: 0 ok, 1 error-severity findings or a conflict, 2 usage or I/O error.
 """
@@ -7,27 +7,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app import output, queries
-from app.catalog import Catalog
-from app.config import Settings, load_settings
-from app.errors import RewindError
-from app.show import show_checkpoint
-from app.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
-from app.verify import verify_store
+from lastgood import output, queries
+from lastgood.catalog import Catalog
+from lastgood.config import Settings, load_settings
+from lastgood.errors import LastgoodError
+from lastgood.show import show_checkpoint
+from lastgood.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
+from lastgood.verify import verify_store
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    common.add_argument("--home", help="where the index lives (default: $REWIND_HOME or the user cache dir)")
+    common.add_argument("--home", help="where the index lives (default: $LASTGOOD_HOME or the user cache dir)")
     common.add_argument("--format", choices=("table", "json"), help="output format (default: table)")
     common.add_argument("--reader", help="reader to use instead of picking one from the URL")
-    parser = argparse.ArgumentParser(prog="rewind", parents=[common],
+    parser = argparse.ArgumentParser(prog="lastgood", parents=[common],
                                      description="Inspect, verify and recover checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("index", parents=[common], help="index a store (incremental)")
@@ -64,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(args.home)
         return COMMANDS[args.command](args, settings, fmt)
-    except RewindError as exc:
+    except LastgoodError as exc:
         output.error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
@@ -146,9 +145,9 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     for url in urls:
         index_store(catalog, url, reader_name=args.reader, progress=_progress(fmt, f"indexing {url}"))
     catalog.close()  # the dashboard process opens the index itself: don't hold its lock
-    env = dict(os.environ, REWIND_HOME=str(settings.home), REWIND_STORES=os.pathsep.join(urls))
+    env = dict(os.environ, LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=os.pathsep.join(urls))
     if args.allow_write:
-        env["REWIND_ALLOW_WRITE"] = "1"
+        env["LASTGOOD_ALLOW_WRITE"] = "1"
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         output.warn(f"serving on {args.host}: anyone who can reach it can read these stores; "
                     "put a login in front of it (docs/security.md)")
@@ -157,8 +156,11 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
                "--server.port", str(args.port), "--server.headless", "true",
                "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
                "--server.fileWatcherType", "none"]
-    output.info(f"Rewind dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
-    return subprocess.call(command, env=env)
+    output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, command, env)  # become the server: signals reach Streamlit directly
+    return 0  # pragma: no cover - execve does not return
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Settings, str], int]] = {

@@ -1,4 +1,4 @@
-"""Settings from the environment: REWIND_HOME, REWIND_ALLOW_WRITE, REWIND_OPERATOR.
+"""Settings from the environment: LASTGOOD_HOME, LASTGOOD_ALLOW_WRITE, LASTGOOD_OPERATOR.
 
 Storage options for cloud stores follow fsspec's own conventions (FSSPEC_S3_*
 environment variables, ~/.config/fsspec, the cloud SDKs' variables), so they
@@ -29,12 +29,12 @@ class Settings:
 
 
 def load_settings(home: str | os.PathLike[str] | None = None) -> Settings:
-    """Settings with ``home`` (the --home option) taking precedence over REWIND_HOME."""
-    chosen = home or os.environ.get("REWIND_HOME") or platformdirs.user_cache_dir("rewind")
+    """Settings with ``home`` (the --home option) taking precedence over LASTGOOD_HOME."""
+    chosen = home or os.environ.get("LASTGOOD_HOME") or platformdirs.user_cache_dir("lastgood")
     return Settings(
         home=Path(chosen).expanduser(),
-        allow_write=os.environ.get("REWIND_ALLOW_WRITE", "").strip().lower() in TRUE_WORDS,
-        operator=os.environ.get("REWIND_OPERATOR") or _login_name(),
+        allow_write=os.environ.get("LASTGOOD_ALLOW_WRITE", "").strip().lower() in TRUE_WORDS,
+        operator=os.environ.get("LASTGOOD_OPERATOR") or _login_name(),
     )
 
 

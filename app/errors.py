@@ -1,6 +1,6 @@
-"""Rewind's exception tree. Every message is written for the operator.
+"""Lastgood's exception tree. Every message is written for the operator.
 
-    RewindError                  base; the CLI prints it as one line, pages as st.error
+    LastgoodError                  base; the CLI prints it as one line, pages as st.error
     ├── UsageError               bad arguments (CLI exit 2)
     ├── StoreNotFound            the URL points at nothing (exit 2)
     ├── ReaderError              a store could not be read as its format (exit 2)
@@ -15,22 +15,24 @@
 
 from __future__ import annotations
 
+from lastgood.checks import Check
 
-class RewindError(Exception):
-    """Base of every error Rewind raises on purpose."""
+
+class LastgoodError(Exception):
+    """Base of every error Lastgood raises on purpose."""
 
     exit_code = 2
 
 
-class UsageError(RewindError):
+class UsageError(LastgoodError):
     """The command was called wrongly."""
 
 
-class StoreNotFound(RewindError):
+class StoreNotFound(LastgoodError):
     """The store URL does not exist."""
 
 
-class ReaderError(RewindError):
+class ReaderError(LastgoodError):
     """The store exists but cannot be read as the chosen format."""
 
 
@@ -40,7 +42,7 @@ class MissingDependency(ReaderError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         super().__init__(
             f"{purpose} needs the Python package '{package}': "
-            f"pip install 'rewind[{extra}]'"
+            f"pip install 'lastgood[{extra}]'"
         )
         self.package = package
         self.extra = extra
@@ -51,10 +53,17 @@ class UnsafePath(ReaderError):
 
 
 class DecodeError(ReaderError):
-    """A checkpoint's payload could not be decoded into plain data."""
+    """A checkpoint's payload could not be decoded into plain data.
+
+    ``check`` names the kind of damage, so verification classifies it without
+    parsing the message."""
+
+    def __init__(self, message: str, check: Check = Check.UNDECODABLE) -> None:
+        super().__init__(message)
+        self.check = check
 
 
-class CheckpointNotFound(RewindError):
+class CheckpointNotFound(LastgoodError):
     """No checkpoint matches the id or prefix."""
 
 
@@ -62,11 +71,11 @@ class AmbiguousCheckpoint(CheckpointNotFound):
     """An id prefix matches more than one checkpoint."""
 
 
-class ConflictError(RewindError):
+class ConflictError(LastgoodError):
     """Optimistic concurrency failed: the head is not the one expected."""
 
     exit_code = 1
 
 
-class WriteDisabled(RewindError):
+class WriteDisabled(LastgoodError):
     """A write action was requested but writes are not enabled."""

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.output import human_bytes
+from lastgood.output import human_bytes
 
 DAMAGED = ("corrupt", "incomplete")
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from datetime import date, datetime
 from typing import Any
 
-from app.queries import Overview
+from lastgood.queries import Overview
 
 STATE_PREVIEW_CHARS = 4000
 
@@ -50,11 +50,11 @@ def emit(value: Any, fmt: str, render: Callable[[Any], str]) -> None:
 
 
 def error(message: str) -> None:
-    sys.stderr.write(f"rewind: error: {message}\n")
+    sys.stderr.write(f"lastgood: error: {message}\n")
 
 
 def warn(message: str) -> None:
-    sys.stderr.write(f"rewind: warning: {message}\n")
+    sys.stderr.write(f"lastgood: warning: {message}\n")
 
 
 def info(message: str) -> None:
@@ -146,7 +146,7 @@ def render_index(report: dict[str, Any]) -> str:
              f"read {report['checkpoints_read']} catalog rows, checked {report['checked']} "
              f"({report['check']}) in {report['seconds']} s"]
     if report["check"] == "structure" and report["checked"]:
-        lines.append("blobs were not re-read: run `rewind verify STORE --read-data` to re-hash them")
+        lines.append("blobs were not re-read: run `lastgood verify STORE --read-data` to re-hash them")
     lines.extend(_finding_lines(report["findings"]))
     return "\n".join(lines)
 

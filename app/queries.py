@@ -6,9 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.catalog import Catalog
-from app.errors import AmbiguousCheckpoint, CheckpointNotFound
-from readers.base import CheckpointRecord, record_from_row
+from lastgood.catalog import Catalog
+from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound
+from lastgood.readers.base import CheckpointRecord, record_from_row
 
 if TYPE_CHECKING:  # pandas is imported only by the queries that return frames (fast CLI start)
     import pandas as pd

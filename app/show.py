@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from app import queries
-from app.catalog import Catalog
-from app.errors import CheckpointNotFound, DecodeError, RewindError
-from app.redact import redact
-from app.stores import OpenStore
-from readers.base import CheckpointRecord
+from lastgood import queries
+from lastgood.catalog import Catalog
+from lastgood.errors import CheckpointNotFound, DecodeError, LastgoodError
+from lastgood.redact import redact
+from lastgood.stores import OpenStore
+from lastgood.readers.base import CheckpointRecord
 
 
 def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def checkpoint_view(catalog: Catalog, store_id: int, ref: str,
         return show_checkpoint(catalog, open_store(), ref)
     except CheckpointNotFound:
         raise
-    except (RewindError, OSError) as exc:
+    except (LastgoodError, OSError) as exc:
         reason = f"the store cannot be opened: {exc}"
     record = queries.resolve_checkpoint(catalog, store_id, ref)
     events = queries.events(catalog, store_id, checkpoint_id=record.checkpoint_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.output import dumps
+from lastgood.output import dumps
 
 MAX_LIST_ITEMS = 200
 

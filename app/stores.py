@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.catalog import Catalog, RefreshReport
-from app.config import Settings, load_settings
-from app.errors import UsageError
-from app.verify import VerifyReport, count_to_check, verify_store
-from readers.base import Reader
-from readers.registry import display_url, open_reader
+from lastgood.catalog import Catalog, RefreshReport
+from lastgood.config import Settings, load_settings
+from lastgood.errors import UsageError
+from lastgood.verify import VerifyReport, count_to_check, verify_store
+from lastgood.readers.base import Reader
+from lastgood.readers.registry import display_url, open_reader
 
 CHECK_DEPTHS = ("auto", "data", "structure", "none")
 AUTO_DATA_LIMIT = 20_000  # "auto" re-reads blobs when at most this many checkpoints are new
@@ -63,7 +63,7 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
 
     ``auto`` re-hashes and decodes new checkpoints when there are at most
     AUTO_DATA_LIMIT of them, and checks only structure beyond that (a first
-    look at a huge store stays fast; ``rewind verify --read-data`` does the
+    look at a huge store stays fast; ``lastgood verify --read-data`` does the
     rest). Blobs are immutable, so a checkpoint verified once is not read
     again on later refreshes; ``full`` rescans and re-checks everything.
     """

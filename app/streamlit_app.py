@@ -1,9 +1,11 @@
-"""Rewind's Streamlit entry point: a router over ../pages (run by `rewind ui`)."""
+"""Lastgood's Streamlit entry point: a router over the package's pages (run by `lastgood ui`)."""
 
 import streamlit as st
 
-st.set_page_config(page_title="Rewind", page_icon=":material/history:", layout="wide")
+from lastgood.pages import page_path
+
+st.set_page_config(page_title="Lastgood", page_icon=":material/history:", layout="wide")
 st.navigation([
-    st.Page("../pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("../pages/timeline.py", title="Timeline", icon=":material/timeline:"),
+    st.Page(page_path("overview"), title="Overview", icon=":material/dashboard:", default=True),
+    st.Page(page_path("timeline"), title="Timeline", icon=":material/timeline:"),
 ]).run()

@@ -19,15 +19,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import queries
-from app.catalog import Catalog
-from app.config import load_settings
-from app.errors import RewindError
-from app.output import dumps, human_bytes
-from app.redact import redact_text
-from app.show import checkpoint_view
-from app.stores import OpenStore, index_store, normalize_url, open_store
-from app.figures import (  # the names pages use are re-exported here
+from lastgood import queries
+from lastgood.catalog import Catalog
+from lastgood.config import load_settings
+from lastgood.errors import LastgoodError
+from lastgood.output import dumps, human_bytes
+from lastgood.redact import redact_text
+from lastgood.show import checkpoint_view
+from lastgood.stores import OpenStore, index_store, normalize_url, open_store
+from lastgood.figures import (  # the names pages use are re-exported here
     ALL_RUNS as ALL_RUNS,
     DAMAGED,
     TimelineData,
@@ -40,7 +40,7 @@ from app.figures import (  # the names pages use are re-exported here
     timeline_figure as timeline_figure,
     utc,
 )
-from app.stateview import (
+from lastgood.stateview import (
     find_conversation,
     get_path,
     order_channels,
@@ -48,29 +48,30 @@ from app.stateview import (
     truncate,
     without_path,
 )
-from readers.registry import display_url
+from lastgood.pages import page_path
+from lastgood.readers.registry import display_url
 
 CACHE_TTL = 60
-TIMELINE_PAGE = "../pages/timeline.py"
+TIMELINE_PAGE = page_path("timeline")
 ALL_AGENTS = "All agents"
 MAX_TABLE_ROWS = 500
 FAILURES_SHOWN = 20  # queries.recent_failures' default limit
 TIMELINE_MAX_POINTS = queries.DEFAULT_MAX_POINTS  # above this, queries.timeline buckets in SQL
 MAX_MESSAGES = 50
 CONVERSATION_HEIGHT = 420
-UI_CHECK_DEPTH = "structure"  # the picker's fast check; `rewind verify --read-data` re-reads blobs
+UI_CHECK_DEPTH = "structure"  # the picker's fast check; `lastgood verify --read-data` re-reads blobs
 
 BADGE_COLORS = {"ok": "green", "corrupt": "red", "incomplete": "orange", "quarantined": "violet",
                 "superseded": "gray"}
 
 # session-state keys
-STORE_KEY = "rewind_store"
-NEW_URL_KEY = "rewind_new_url"
-PENDING_URL_KEY = "rewind_pending_url"
-EXTRA_URLS_KEY = "rewind_extra_urls"
-REFRESHED_KEY = "rewind_refreshed"
-ERROR_KEY = "rewind_store_error"
-FOCUS_RUN_KEY = "rewind_focus_run"
+STORE_KEY = "lastgood_store"
+NEW_URL_KEY = "lastgood_new_url"
+PENDING_URL_KEY = "lastgood_pending_url"
+EXTRA_URLS_KEY = "lastgood_extra_urls"
+REFRESHED_KEY = "lastgood_refreshed"
+ERROR_KEY = "lastgood_store_error"
+FOCUS_RUN_KEY = "lastgood_focus_run"
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,10 @@ def clear_query_caches() -> None:
 
 @contextmanager
 def guarded() -> Iterator[None]:
-    """Show a RewindError as st.error and stop the page (never a traceback)."""
+    """Show a LastgoodError as st.error and stop the page (never a traceback)."""
     try:
         yield
-    except RewindError as exc:
+    except LastgoodError as exc:
         st.error(str(exc))
         st.stop()
 
@@ -172,7 +173,7 @@ def store_picker() -> StoreRef | None:
         try:
             catalog = _catalog(index_path)
             ref = _pick(catalog, index_path, settings.allow_write)
-        except RewindError as exc:
+        except LastgoodError as exc:
             st.error(str(exc))
             ref = None
         _show_last_error()
@@ -185,10 +186,10 @@ def store_picker() -> StoreRef | None:
 def _write_badge(allow_write: bool) -> None:
     if allow_write:
         st.badge("writes enabled", icon=":material/edit:", color="orange",
-                 help="REWIND_ALLOW_WRITE is set: recovery actions are available")
+                 help="LASTGOOD_ALLOW_WRITE is set: recovery actions are available")
     else:
         st.badge("read-only", icon=":material/lock:", color="gray",
-                 help="Start with `rewind ui --allow-write` (or REWIND_ALLOW_WRITE=1) to enable writes")
+                 help="Start with `lastgood ui --allow-write` (or LASTGOOD_ALLOW_WRITE=1) to enable writes")
 
 
 def _pick(catalog: Catalog, index_path: str, allow_write: bool) -> StoreRef | None:
@@ -218,7 +219,7 @@ def _queue_new_url() -> None:
 
 
 def _candidate_urls(catalog: Catalog) -> list[str]:
-    env = [normalize_url(u) for u in os.environ.get("REWIND_STORES", "").split(os.pathsep) if u]
+    env = [normalize_url(u) for u in os.environ.get("LASTGOOD_STORES", "").split(os.pathsep) if u]
     extra = st.session_state.get(EXTRA_URLS_KEY, [])
     return list(dict.fromkeys([*extra, *env, *queries.indexed_stores(catalog)]))
 
@@ -255,7 +256,7 @@ def _index(catalog: Catalog, url: str) -> int | None:
     try:
         with holder.status(f"Indexing {display_url(url)}…"):
             summary = index_store(catalog, url, check=UI_CHECK_DEPTH)
-    except Exception as exc:  # any URL can be typed: fsspec/botocore errors are not RewindErrors
+    except Exception as exc:  # any URL can be typed: fsspec/botocore errors are not LastgoodErrors
         st.session_state[ERROR_KEY] = open_error_message(url, exc)
         return None
     finally:
@@ -269,7 +270,7 @@ def _index(catalog: Catalog, url: str) -> int | None:
 def open_error_message(url: str, exc: Exception) -> str:
     """One line for the operator, credentials stripped."""
     text = redact_text(str(exc)).replace(url, display_url(url))
-    if isinstance(exc, RewindError):
+    if isinstance(exc, LastgoodError):
         return text
     return f"Could not open {display_url(url)}: {text or type(exc).__name__}"
 
@@ -302,7 +303,7 @@ def suggested_actions(ref: StoreRef, data: OverviewData, depths: dict[str, int])
                               f"{md_escape(str(latest['detail'])[:120])}", "warning", latest["run_id"]))
     if data.overview.findings.get("warning"):
         actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) (failed tasks, "
-                              "orphans…) — list them with `rewind verify STORE`; a checkpoint's "
+                              "orphans…) — list them with `lastgood verify STORE`; a checkpoint's "
                               "findings show in the Timeline", "info"))
     actions.extend(_verify_actions(ref, depths))
     return actions
@@ -327,7 +328,7 @@ def _damage_actions(runs: pd.DataFrame, limit: int = 3) -> list[Action]:
 def _verify_actions(ref: StoreRef, depths: dict[str, int]) -> list[Action]:
     total = sum(depths.values())
     read = depths.get("data", 0)
-    command = code(f"rewind verify {ref.display} --read-data")
+    command = code(f"lastgood verify {ref.display} --read-data")
     if total and not read:
         return [Action(f"This store was never verified with --read-data: run {command}", "info")]
     if read < total:

@@ -8,13 +8,14 @@ the parent checks are generic SQL over the index.
 
 from __future__ import annotations
 
+from lastgood.checks import Check
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from app.catalog import Catalog
-from app.errors import DecodeError
-from readers.base import CheckpointRecord, Finding, Reader, record_from_row
+from lastgood.catalog import Catalog
+from lastgood.errors import DecodeError
+from lastgood.readers.base import CheckpointRecord, Finding, Reader, record_from_row
 
 Progress = Callable[[int, int | None], None]
 BATCH = 2_000
@@ -68,7 +69,7 @@ def _decode_finding(reader: Reader, record: CheckpointRecord) -> Iterable[Findin
     try:
         reader.load_state(record)
     except DecodeError as exc:
-        yield Finding("undecodable", "error", str(exc), record.run_id, record.namespace,
+        yield Finding(exc.check, "error", str(exc), record.run_id, record.namespace,
                       record.checkpoint_id)
     return ()
 
@@ -76,17 +77,18 @@ def _decode_finding(reader: Reader, record: CheckpointRecord) -> Iterable[Findin
 def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
     """Parents missing from the store, and incremental checkpoints built on damage."""
     with catalog.connect() as con:
-        rows = con.execute(_LINEAGE_SQL, {"sid": store_id}).fetchall()
+        params = {"sid": store_id, "parent_missing": str(Check.PARENT_MISSING)}
+        rows = con.execute(_LINEAGE_SQL, params).fetchall()
     findings = []
     for run_id, namespace, cid, parent, kind, parent_state in rows:
         if parent_state is None:
             severity = "error" if kind == "incremental" else "warning"
             message = f"parent {parent} is not in the store" + (
                 " (incremental chain broken)" if kind == "incremental" else " (orphan)")
-            findings.append(Finding("parent-missing", severity, message, run_id, namespace, cid))
+            findings.append(Finding(Check.PARENT_MISSING, severity, message, run_id, namespace, cid))
         else:
             message = f"incremental chain broken: parent {parent} is damaged"
-            findings.append(Finding("chain-broken", "error", message, run_id, namespace, cid))
+            findings.append(Finding(Check.CHAIN_BROKEN, "error", message, run_id, namespace, cid))
     return findings
 
 
@@ -107,7 +109,7 @@ bad(run_id, namespace, checkpoint_id, parent_id, kind, parent_state) AS (
       AND (p.checkpoint_id IS NULL
            OR (c.kind = 'incremental' AND p.checkpoint_id IN (SELECT checkpoint_id FROM damaged)))
       AND NOT EXISTS (SELECT 1 FROM findings f WHERE f.store_id = $sid AND f.depth = 'catalog'
-                      AND f.checkpoint_id = c.checkpoint_id AND f."check" = 'parent-missing')
+                      AND f.checkpoint_id = c.checkpoint_id AND f."check" = $parent_missing)
     UNION
     SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.kind, 'damaged'
     FROM checkpoints c JOIN bad b ON c.parent_id = b.checkpoint_id AND c.run_id = b.run_id

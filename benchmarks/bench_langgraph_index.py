@@ -21,7 +21,7 @@ measurement, so every one sees the same warm OS page cache):
   (2a, the target's anchor: the literal raw scan), and the same plus
   ``json.loads`` of every metadata value (2b: the least work that yields
   step/source/graph_id, shown for reference);
-* cold: ``rewind index DB --check none`` into a fresh empty REWIND_HOME (whole
+* cold: ``lastgood index DB --check none`` into a fresh empty LASTGOOD_HOME (whole
   command: wall and peak RSS; then the index must hold every checkpoint);
 * warm: the same command again on that home (nothing changed);
 * the same cold/warm through the Python API (``open_catalog`` +
@@ -103,8 +103,8 @@ API = """
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from app.config import load_settings
-from app.stores import index_store, open_catalog
+from lastgood.config import load_settings
+from lastgood.stores import index_store, open_catalog
 t1 = time.perf_counter()
 catalog = open_catalog(load_settings(sys.argv[3]))
 t2 = time.perf_counter()
@@ -120,8 +120,8 @@ PROFILE = """
 import cProfile, io, json, pstats, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from app.config import load_settings
-from app.stores import index_store, open_catalog
+from lastgood.config import load_settings
+from lastgood.stores import index_store, open_catalog
 t1 = time.perf_counter()
 catalog = open_catalog(load_settings(sys.argv[3]))
 profiler = cProfile.Profile()
@@ -191,14 +191,14 @@ def warm_page_cache(db: Path) -> float:
 
 # ---- measuring ---------------------------------------------------------------------
 
-def rewind_command() -> list[str]:
-    script = Path(sys.executable).with_name("rewind")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+def lastgood_command() -> list[str]:
+    script = Path(sys.executable).with_name("lastgood")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lastgood.cli"]
 
 
 def cli_index(db: Path, home: Path) -> ChildResult:
-    command = [*rewind_command(), "index", str(db), "--check", "none", "--format", "json"]
-    return run_child(command, cwd=ROOT, extra_env={"REWIND_HOME": str(home)}).check()
+    command = [*lastgood_command(), "index", str(db), "--check", "none", "--format", "json"]
+    return run_child(command, cwd=ROOT, extra_env={"LASTGOOD_HOME": str(home)}).check()
 
 
 def fresh_home(homes: Path, name: str) -> Path:
@@ -256,11 +256,11 @@ def measure(db: Path, checkpoints: int, repeat: int, homes: Path) -> dict[str, A
         expect("raw scan + json", child.report.get("parsed"))
         s["raw_json"].add(child)
 
-        print(f"{tag}: rewind index --check none (CLI), cold + warm …", file=sys.stderr)
+        print(f"{tag}: lastgood index --check none (CLI), cold + warm …", file=sys.stderr)
         home = fresh_home(homes, "cli")
         warm_page_cache(db)
         child = cli_index(db, home)
-        expect("rewind index (checkpoints_read)", json.loads(child.stdout).get("checkpoints_read"))
+        expect("lastgood index (checkpoints_read)", json.loads(child.stdout).get("checkpoints_read"))
         s["cold_cli"].add(child, None)
         count = python_child(COUNT, str(home / "index.duckdb"), cwd=ROOT).check().report
         counts.append(count)
@@ -321,28 +321,28 @@ def build_rows(m: dict[str, Any]) -> tuple[list[list[str]], dict[str, bool]]:
         return f"{measured / anchor:.2f}× the scan" if anchor else "—"
 
     rows = [
-        ["cold `rewind index --check none`, whole command vs anchor 1 process",
+        ["cold `lastgood index --check none`, whole command vs anchor 1 process",
          fmt_seconds(cold.wall.median), f"{fmt_seconds(lst.wall.median)} (`SqliteSaver.list(None)` process)",
          f"{fmt_ratio(lst.wall.median, cold.wall.median)} faster", "≥ 20× faster", met(verdict["list_process"])],
         ["cold `index_store` in-process vs the `list()` call",
          fmt_seconds(cold_api.call.median), f"{fmt_seconds(lst.call.median)} (`list(saver.list(None))` call)",
          f"{fmt_ratio(lst.call.median, cold_api.call.median)} faster", "≥ 20× faster", met(verdict["list_call"])],
-        ["cold `rewind index`, whole command vs anchor 2a process",
+        ["cold `lastgood index`, whole command vs anchor 2a process",
          fmt_seconds(cold.wall.median), f"{fmt_seconds(raw.wall.median)} (raw scan, `fetchall`, process)",
          times(cold.wall.median, raw.wall.median), "≤ 2×", met(verdict["raw_process"])],
         ["cold `index_store` in-process vs the raw scan call",
          fmt_seconds(cold_api.call.median), f"{fmt_seconds(raw.call.median)} (raw scan `fetchall`)",
          times(cold_api.call.median, raw.call.median), "≤ 2×", met(verdict["raw_call"])],
-        ["(reference) cold `rewind index` vs anchor 2b process",
+        ["(reference) cold `lastgood index` vs anchor 2b process",
          fmt_seconds(cold.wall.median), f"{fmt_seconds(raw_json.wall.median)} (raw scan + `json.loads`, process)",
          times(cold.wall.median, raw_json.wall.median), "(≤ 2×)", met(verdict["raw_json_process"])],
         ["(reference) cold `index_store` vs raw scan + `json.loads` call",
          fmt_seconds(cold_api.call.median), f"{fmt_seconds(raw_json.call.median)} (scan + json.loads)",
          times(cold_api.call.median, raw_json.call.median), "(≤ 2×)", met(verdict["raw_json_call"])],
-        ["warm `rewind index --check none` (nothing changed), whole command",
+        ["warm `lastgood index --check none` (nothing changed), whole command",
          fmt_seconds(warm.wall.median), "—", "—", "—", "—"],
         ["warm `index_store` in-process", fmt_seconds(warm_api.call.median), "—", "—", "—", "—"],
-        ["peak RSS, cold `rewind index`", fmt_bytes(cold.rss.worst),
+        ["peak RSS, cold `lastgood index`", fmt_bytes(cold.rss.worst),
          f"{fmt_bytes(lst.rss.worst)} (list) / {fmt_bytes(raw.rss.worst)} (raw scan)", "—", "—", "—"],
     ]
     return rows, verdict
@@ -358,7 +358,7 @@ def details(m: dict[str, Any], db: Path, info: dict[str, Any], repeat: int, page
         f"(`sample_data/generate_langgraph.py --threads {info['plain_threads']} --steps {info['steps']}`, "
         f"seed {info['seed']}), {fmt_bytes(db.stat().st_size)}; written once by LangGraph in "
         f"{fmt_seconds(info['seconds'])} and cached under `benchmarks/.cache/`."),
-        (f"Medians of {repeat} runs, each in a fresh process. Cold = fresh empty REWIND_HOME; the OS page cache "
+        (f"Medians of {repeat} runs, each in a fresh process. Cold = fresh empty LASTGOOD_HOME; the OS page cache "
         f"is warm for every measurement (the whole DB file is read again right before each one; "
         f"first read {fmt_seconds(page_cache)}). "
         f"After each cold index the DuckDB index holds {m['counts'][0]['count']:,} checkpoint rows "
@@ -370,8 +370,8 @@ def details(m: dict[str, Any], db: Path, info: dict[str, Any], repeat: int, page
         f"raw scan call: {samples(s['raw'].call)}; raw + json call: {samples(s['raw_json'].call)}; "
         f"cold CLI: {samples(s['cold_cli'].wall)}; cold index_store: {samples(cold_api.call)}; "
         f"warm CLI: {samples(s['warm_cli'].wall)}. The warm runs read 0 rows"
-        + (" (though `rewind index` still reports `changed: true`)." if any(m["warm_changed"]) else "."),
-        (f"Where the time goes (medians, API runs): Rewind imports {fmt_seconds(cold_api.median_of('import'))}; "
+        + (" (though `lastgood index` still reports `changed: true`)." if any(m["warm_changed"]) else "."),
+        (f"Where the time goes (medians, API runs): Lastgood imports {fmt_seconds(cold_api.median_of('import'))}; "
         f"cold: open_catalog {fmt_seconds(cold_api.median_of('open_catalog'))}, index_store "
         f"{fmt_seconds(cold_api.median_of('index_store'))} (of which refresh "
         f"{fmt_seconds(cold_api.median_of('refresh'))}); warm: index_store "
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     profile_text = profile(db, homes) if args.profile else None
     shutil.rmtree(homes, ignore_errors=True)
 
-    headers = ["what", "Rewind", "anchor", "ratio", "target", "met?"]
+    headers = ["what", "Lastgood", "anchor", "ratio", "target", "met?"]
     rows, verdict = build_rows(m)
     notes = details(m, db, info, args.repeat, page_cache)
     summary = (f"Target ≥ 20× faster than `list()`: {'met' if verdict['list_process'] and verdict['list_call'] else 'MISSED'}"

@@ -14,7 +14,7 @@ the tail) to one JSON-lines file for the anchor, then, in one run and each in
 a fresh subprocess, ``--repeat`` times:
 
 * anchor: ``pandas.read_json(path, lines=True)``;
-* cold: ``rewind index STORE --check none`` into a fresh empty REWIND_HOME
+* cold: ``lastgood index STORE --check none`` into a fresh empty LASTGOOD_HOME
   (then ``SELECT count(*) FROM checkpoints`` must equal the number of entries);
 * warm reopen: the same command again on that home (nothing changed);
 * the same two through the Python API (``open_catalog`` + ``index_store``),
@@ -77,7 +77,7 @@ import json, sys, time
 from pathlib import Path
 import pyarrow.parquet as pq
 sys.path.insert(0, sys.argv[1])
-from readers import native_format as nf
+from lastgood.readers import native_format as nf
 store, target = Path(sys.argv[2]), Path(sys.argv[3])
 started = time.perf_counter()
 n = 0
@@ -113,8 +113,8 @@ API = """
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from app.config import load_settings
-from app.stores import index_store, open_catalog
+from lastgood.config import load_settings
+from lastgood.stores import index_store, open_catalog
 t1 = time.perf_counter()
 catalog = open_catalog(load_settings(sys.argv[3]))
 t2 = time.perf_counter()
@@ -141,7 +141,7 @@ print(json.dumps({"count": total, "distinct": distinct}))
 def prepare_store(cache: Path, checkpoints: int, runs: int) -> tuple[Path, dict[str, Any]]:
     folder = cache / f"native-{checkpoints}x{runs}"
     store, stamp = folder / "store", folder / "generated.json"
-    if stamp.exists() and (store / "rewind-store.json").exists():
+    if stamp.exists() and (store / "lastgood-store.json").exists():
         info = json.loads(stamp.read_text())
         if (info.get("checkpoints"), info.get("runs"), info.get("seed")) == (checkpoints, runs, SEED):
             print(f"reusing {store} ({checkpoints:,} checkpoints, {runs:,} runs; "
@@ -184,9 +184,9 @@ def export_catalog(store: Path) -> tuple[Path, int]:
 
 # ---- measuring ---------------------------------------------------------------------
 
-def rewind_command() -> list[str]:
-    script = Path(sys.executable).with_name("rewind")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+def lastgood_command() -> list[str]:
+    script = Path(sys.executable).with_name("lastgood")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lastgood.cli"]
 
 
 IDLE: list[float] = []  # idle CPU share seen just before each measurement
@@ -202,8 +202,8 @@ def settle() -> None:
 
 def cli_index(store: Path, home: Path, check: str, timeout: float | None = None) -> ChildResult:
     settle()
-    command = [*rewind_command(), "index", str(store), "--check", check, "--format", "json"]
-    return run_child(command, cwd=ROOT, extra_env={"REWIND_HOME": str(home)}, timeout=timeout).check()
+    command = [*lastgood_command(), "index", str(store), "--check", check, "--format", "json"]
+    return run_child(command, cwd=ROOT, extra_env={"LASTGOOD_HOME": str(home)}, timeout=timeout).check()
 
 
 def api_index(store: Path, home: Path, check: str) -> ChildResult:
@@ -257,7 +257,7 @@ def measure(store: Path, jsonl: Path, entries: int, repeat: int, structure_repea
             raise SystemExit(f"anchor read {child.report.get('rows')} rows, expected {entries}")
         s["anchor"].add(child)
 
-        print(f"round {i + 1}/{repeat}: rewind index (CLI) cold + warm …", file=sys.stderr)
+        print(f"round {i + 1}/{repeat}: lastgood index (CLI) cold + warm …", file=sys.stderr)
         home = fresh_home(homes, "cli")
         child = cli_index(store, home, "none")
         read = json.loads(child.stdout).get("checkpoints_read")
@@ -279,7 +279,7 @@ def measure(store: Path, jsonl: Path, entries: int, repeat: int, structure_repea
         shutil.rmtree(home)
 
         if i < structure_repeat:
-            print(f"round {i + 1}/{repeat}: rewind index --check structure (cold) …", file=sys.stderr)
+            print(f"round {i + 1}/{repeat}: lastgood index --check structure (cold) …", file=sys.stderr)
             home = fresh_home(homes, "structure")
             try:
                 s["structure"].add(cli_index(store, home, "structure", timeout=structure_timeout), None)
@@ -300,7 +300,7 @@ def build_rows(m: dict[str, Any]) -> list[list[str]]:
     anchor, cold, warm = s["anchor"], s["cold_cli"], s["warm_cli"]
     cold_api, warm_api, structure = s["cold_api"], s["warm_api"], s["structure"]
     rows = [
-        ["cold index, `rewind index --check none` (whole command)", fmt_seconds(cold.wall.median),
+        ["cold index, `lastgood index --check none` (whole command)", fmt_seconds(cold.wall.median),
          f"{fmt_seconds(anchor.wall.median)} (`python -c` import pandas + read_json)",
          fmt_ratio(anchor.wall.median, cold.wall.median), "≥ 10×",
          met(anchor.wall.median / cold.wall.median >= COLD_TARGET)],
@@ -308,14 +308,14 @@ def build_rows(m: dict[str, Any]) -> list[list[str]]:
          f"{fmt_seconds(anchor.call.median)} (the `read_json` call alone)",
          fmt_ratio(anchor.call.median, cold_api.call.median), "≥ 10×",
          met(anchor.call.median / cold_api.call.median >= COLD_TARGET)],
-        ["warm reopen, `rewind index --check none` (whole command)", fmt_seconds(warm.wall.median),
+        ["warm reopen, `lastgood index --check none` (whole command)", fmt_seconds(warm.wall.median),
          "—", "—", "< 0.5 s", met(warm.wall.median < WARM_TARGET)],
         ["warm reopen, in-process `index_store`", fmt_seconds(warm_api.call.median),
          "—", "—", "< 0.5 s", met(warm_api.call.median < WARM_TARGET)],
-        ["peak RSS, cold `rewind index`", fmt_bytes(cold.rss.worst),
+        ["peak RSS, cold `lastgood index`", fmt_bytes(cold.rss.worst),
          f"{fmt_bytes(anchor.rss.worst)} (read_json)", fmt_ratio(anchor.rss.worst, cold.rss.worst),
          "< 1 GB", met(cold.rss.worst < RSS_TARGET)],
-        ["peak RSS, warm `rewind index`", fmt_bytes(warm.rss.worst), "—", "—", "< 1 GB",
+        ["peak RSS, warm `lastgood index`", fmt_bytes(warm.rss.worst), "—", "—", "< 1 GB",
          met(warm.rss.worst < RSS_TARGET)],
     ]
     if len(structure.wall) or m["structure_note"]:
@@ -343,7 +343,7 @@ def details(m: dict[str, Any], entries: int, store_info: dict[str, Any], jsonl: 
         f"({fmt_bytes(sum(p.stat().st_size for p in parts))}) + {len(tails)} tail file(s). "
         f"Anchor input: the same {entries:,} entries as one JSON-lines file "
         f"({fmt_bytes(jsonl.stat().st_size)}), tail-line format."),
-        (f"Medians of {repeat} runs, each in a fresh process; cold = fresh empty REWIND_HOME "
+        (f"Medians of {repeat} runs, each in a fresh process; cold = fresh empty LASTGOOD_HOME "
         "(the OS page cache is warm: store files were read before); peak RSS = worst of the runs. "
         f"After each cold index `SELECT count(*) FROM checkpoints` = {m['counts'][0]['count']:,} "
         f"(distinct ids {m['counts'][0]['distinct']:,}) = catalog entries."),

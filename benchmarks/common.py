@@ -1,4 +1,4 @@
-"""Helpers shared by Rewind's benchmarks: child-process timing and peak RSS,
+"""Helpers shared by Lastgood's benchmarks: child-process timing and peak RSS,
 machine info, and rewriting one section of ``docs/benchmarks.md``.
 
 Every measured thing runs in a fresh subprocess (``run_child``), so import
@@ -36,7 +36,7 @@ DOC_INTRO = """\
 # Benchmarks
 
 What is measured: the targets of the *Targets* table in `PRODUCT.md`. Each
-benchmark in `benchmarks/` measures Rewind **and its anchor in the same run on
+benchmark in `benchmarks/` measures Lastgood **and its anchor in the same run on
 the same machine**, and every figure below sits next to its anchor from that
 run, so a number is only ever compared with something measured alongside it.
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import ui
+from lastgood import ui
 
 st.title("Overview")
 ref = ui.store_picker()

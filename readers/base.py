@@ -25,6 +25,8 @@ from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 
+from lastgood.checks import Check
+
 Status = Literal["ok", "corrupt", "incomplete", "quarantined", "superseded"]
 Severity = Literal["error", "warning", "info"]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -72,7 +74,7 @@ class EventRecord:
 class Finding:
     """One integrity problem. ``checkpoint_id`` is None for store-level findings."""
 
-    check: str
+    check: Check
     severity: Severity
     message: str
     run_id: str | None = None
@@ -80,7 +82,9 @@ class Finding:
     checkpoint_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        row["check"] = str(self.check)
+        return row
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from app.errors import MissingDependency, StoreNotFound, UnsafePath
+from lastgood.errors import MissingDependency, StoreNotFound, UnsafePath
 
-# fsspec protocol -> (package, rewind extra)
+# fsspec protocol -> (package, lastgood extra)
 PROTOCOL_EXTRAS: dict[str, tuple[str, str]] = {
     "s3": ("s3fs", "s3"),
     "s3a": ("s3fs", "s3"),

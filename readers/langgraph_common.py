@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from lastgood.checks import Check
 import io
 import json
 import random
@@ -26,15 +27,15 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from app.errors import DecodeError
-from readers.base import (
+from lastgood.errors import DecodeError
+from lastgood.readers.base import (
     CHECKPOINT_SCHEMA,
     CheckpointRecord,
     EventRecord,
     Finding,
     PendingWrite,
 )
-from readers.langgraph_serde import (
+from lastgood.readers.langgraph_serde import (
     DELTA_SNAPSHOT_TYPE,
     decode_typed,
     is_known_type,
@@ -58,7 +59,7 @@ IDX_KINDS = {-1: "error", -2: "scheduled", -3: "interrupt", -4: "resume"}
 CHANNEL_KINDS = {ERROR: "error", INTERRUPT: "interrupt", RESUME: "resume", SCHEDULED: "scheduled"}
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 DELTA_NOTE = (
-    "DeltaChannel value is rebuilt from writes; Rewind does not run the graph's reducer, "
+    "DeltaChannel value is rebuilt from writes; Lastgood does not run the graph's reducer, "
     "so the stored seed and the writes since it are shown instead"
 )
 OVERWRITE_TYPE = "langgraph.types.Overwrite"
@@ -311,8 +312,11 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
     ids = string_array(cols.checkpoint_ids)
     text, fields, problems = metadata_columns(cols.metadata)
     codecs = string_array(cols.codecs) if cols.codecs is not None else pa.nulls(n, pa.string())
-    problems.update(_codec_problems(cols.codecs))
-    findings = _row_findings(cols, problems)
+    codec_problems = _codec_problems(cols.codecs)
+    findings = _row_findings(cols, problems, Check.METADATA_INVALID)
+    findings += _row_findings(cols, codec_problems, Check.UNKNOWN_CODEC)
+    for i, reason in codec_problems.items():
+        problems[i] = f"{problems[i]}; {reason}" if i in problems else reason
     findings.extend(_parent_findings(cols, problems))
     status, reason = _status_columns(n, problems)
     columns = {
@@ -409,13 +413,9 @@ def _codec_problems(codecs: Sequence[str | None] | None) -> dict[int, str]:
     return {i: f"unknown serialization type {c!r}" for i, c in enumerate(codecs) if not is_known_type(c)}
 
 
-def _row_findings(cols: CheckpointColumns, problems: Mapping[int, str]) -> list[Finding]:
-    findings = []
-    for i, reason in problems.items():
-        check = "unknown-codec" if reason.startswith("unknown serialization") else "metadata-invalid"
-        findings.append(Finding(check, "error", reason, cols.thread_ids[i], cols.namespaces[i] or "",
-                                cols.checkpoint_ids[i]))
-    return findings
+def _row_findings(cols: CheckpointColumns, problems: Mapping[int, str], check: Check) -> list[Finding]:
+    return [Finding(check, "error", reason, cols.thread_ids[i], cols.namespaces[i] or "", cols.checkpoint_ids[i])
+            for i, reason in problems.items()]
 
 
 def _parent_findings(cols: CheckpointColumns, problems: dict[int, str]) -> list[Finding]:
@@ -427,7 +427,7 @@ def _parent_findings(cols: CheckpointColumns, problems: dict[int, str]) -> list[
             continue
         reason = f"parent checkpoint {cols.parent_ids[i]} is missing"
         problems[i] = f"{problems[i]}; {reason}" if i in problems else reason
-        findings.append(Finding("parent-missing", "error", reason, cols.thread_ids[i],
+        findings.append(Finding(Check.PARENT_MISSING, "error", reason, cols.thread_ids[i],
                                 cols.namespaces[i] or "", cols.checkpoint_ids[i]))
     return findings
 

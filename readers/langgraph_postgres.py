@@ -26,6 +26,7 @@ base64 data) - the bytes LangGraph would read to rebuild the checkpoint.
 
 from __future__ import annotations
 
+from lastgood.checks import Check
 import base64
 import hashlib
 import json
@@ -39,8 +40,8 @@ import psycopg
 import pyarrow as pa
 from psycopg import IsolationLevel
 
-from app.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
-from readers.base import (
+from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
+from lastgood.readers.base import (
     EVENT_SCHEMA,
     CheckpointRecord,
     EventRecord,
@@ -50,7 +51,7 @@ from readers.base import (
     Reader,
     Scan,
 )
-from readers.langgraph_common import (
+from lastgood.readers.langgraph_common import (
     Ancestor,
     ERROR,
     CheckpointColumns,
@@ -61,9 +62,9 @@ from readers.langgraph_common import (
     sort_writes,
     uuid6_timestamps,
 )
-from readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
-from readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
-from readers.registry import display_url
+from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
+from lastgood.readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
+from lastgood.readers.registry import display_url
 
 BATCH_ROWS = 20_000
 EVENT_BATCH_ROWS = 20_000
@@ -343,7 +344,7 @@ class LangGraphPostgresReader(Reader):
     ) -> Iterator[pa.Table]:
         sql = SCAN_SQL.format(blobs=_BLOB_SIZES if self.blob_sizes else "0")
         try:
-            with conn.cursor(name="rewind_scan") as cur:
+            with conn.cursor(name="lastgood_scan") as cur:
                 cur.itersize = BATCH_ROWS
                 cur.execute(sql, (cutoff,))
                 while rows := cur.fetchmany(BATCH_ROWS):
@@ -362,7 +363,7 @@ class LangGraphPostgresReader(Reader):
         parent_ok = [(t, ns, c) not in orphans for t, ns, c in zip(threads, namespaces, ids)]
         cols = CheckpointColumns(threads, namespaces, ids, parents, metadata, None, sizes, parent_ok)
         table, batch_findings = checkpoints_batch(cols)
-        findings.extend(f for f in batch_findings if f.check != "parent-missing")
+        findings.extend(f for f in batch_findings if f.check != Check.PARENT_MISSING)
         return table
 
     def _event_tables(self, cur: psycopg.Cursor[Any]) -> list[pa.Table]:
@@ -504,19 +505,19 @@ class LangGraphPostgresReader(Reader):
 
 def _parent_finding(key: Key, parent_id: str) -> Finding:
     """Worded like ``langgraph_common`` so the scan's row status and finding agree."""
-    return Finding("parent-missing", "error", f"parent checkpoint {parent_id} is missing", *key)
+    return Finding(Check.PARENT_MISSING, "error", f"parent checkpoint {parent_id} is missing", *key)
 
 
 def _row_findings(key: Key, row: Sequence[Any] | None) -> Iterator[Finding]:
     if row is None:
-        yield Finding("missing", "error", "the checkpoint row no longer exists", *key)
+        yield Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *key)
         return
     values_type, versions_type, stored_id = row
     if values_type not in (None, "object") or versions_type not in (None, "object"):
-        yield Finding("undecodable", "error", "checkpoint JSONB: channel_values/channel_versions "
+        yield Finding(Check.UNDECODABLE, "error", "checkpoint JSONB: channel_values/channel_versions "
                       f"are {values_type}/{versions_type}, not objects", *key)
     if stored_id not in (None, key[2]):
-        yield Finding("id-mismatch", "warning", f"checkpoint JSONB says id {stored_id}, the row {key[2]}", *key)
+        yield Finding(Check.ID_MISMATCH, "warning", f"checkpoint JSONB says id {stored_id}, the row {key[2]}", *key)
 
 
 def _blob_entry(channel: str, version: str, type_: str | None, blob: bytes | None) -> dict[str, Any]:

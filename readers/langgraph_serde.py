@@ -32,7 +32,8 @@ from typing import Any
 
 import msgpack
 
-from app.errors import DecodeError, MissingDependency, ReaderError
+from lastgood.checks import Check
+from lastgood.errors import DecodeError, MissingDependency, ReaderError
 
 AES_KEY_ENV = "LANGGRAPH_AES_KEY"
 DELTA_SNAPSHOT_TYPE = "langgraph.checkpoint.serde.types._DeltaSnapshot"
@@ -108,7 +109,7 @@ def decode_typed(type_: str | None, data: bytes | None, *, aes_key: bytes | None
         return _decode_encrypted(type_, payload, aes_key)
     decoder = _DECODERS.get(type_)
     if decoder is None:
-        raise DecodeError(f"unknown serialization type {type_!r}")
+        raise DecodeError(f"unknown serialization type {type_!r}", Check.UNKNOWN_CODEC)
     return decoder(payload)
 
 
@@ -368,7 +369,7 @@ def aes_key_from_env() -> bytes | None:
 def _decode_encrypted(type_: str, data: bytes, aes_key: bytes | None) -> Any:
     inner, _, cipher = type_.partition("+")
     if inner not in KNOWN_TYPES or cipher not in KNOWN_CIPHERS:
-        raise DecodeError(f"unknown serialization type {type_!r}")
+        raise DecodeError(f"unknown serialization type {type_!r}", Check.UNKNOWN_CODEC)
     if aes_key is None:
         return {"$encrypted": type_, "size": len(data)}
     return decode_typed(inner, aes_decrypt(aes_key, data))

@@ -14,6 +14,7 @@ metadata); checkpoint blobs are decoded only by ``load_state``,
 
 from __future__ import annotations
 
+from lastgood.checks import Check
 import gc
 import json
 import sqlite3
@@ -26,8 +27,8 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from app.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
-from readers.base import (
+from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
+from lastgood.readers.base import (
     CheckpointRecord,
     Finding,
     HeadRecord,
@@ -36,7 +37,7 @@ from readers.base import (
     Scan,
     events_table,
 )
-from readers.langgraph_common import (
+from lastgood.readers.langgraph_common import (
     Ancestor,
     CheckpointColumns,
     checkpoints_batch,
@@ -46,12 +47,12 @@ from readers.langgraph_common import (
     sort_writes,
     string_array,
 )
-from readers.langgraph_findings import (
+from lastgood.readers.langgraph_findings import (
     codec_findings,
     payload_findings,
     pending_error_finding,
 )
-from readers.langgraph_serde import (
+from lastgood.readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
     normalize_state,
@@ -205,7 +206,7 @@ def mark_missing_parents(
     if not missing:
         return list(tables), []
     findings = [
-        Finding("parent-missing", "error", f"parent checkpoint {parent} is missing", t, ns, cid)
+        Finding(Check.PARENT_MISSING, "error", f"parent checkpoint {parent} is missing", t, ns, cid)
         for (t, ns, cid), parent in missing.items()
     ]
     return [_mark_table(t, missing) for t in tables], findings
@@ -322,7 +323,7 @@ class LangGraphSqliteReader(Reader):
         heads = self._heads(conn)
         events = self._event_tables(conn, wr_after)
         if full and not self._has_writes:
-            findings.append(Finding("writes-missing", "warning", "the database has no LangGraph writes table"))
+            findings.append(Finding(Check.WRITES_MISSING, "warning", "the database has no LangGraph writes table"))
         return Scan(token=token, full=full, checkpoints=iter(tables), events=iter(events),
                     findings=findings, heads=heads)
 
@@ -472,7 +473,7 @@ class LangGraphSqliteReader(Reader):
         for record in records:
             found = list(self._check_one(record, False))
             yield from found
-            if any(f.check == "missing" for f in found):
+            if any(f.check == Check.MISSING for f in found):
                 continue
             for task_id, idx, type_, value in errors.get(_key(record), ()):
                 label = f"pending write '__error__' (task {task_id}, idx {idx})"
@@ -496,7 +497,7 @@ class LangGraphSqliteReader(Reader):
         with self._connection() as conn:
             info = conn.execute(ROW_INFO_SQL, _key(record)).fetchone()
         if info is None:
-            yield Finding("missing", "error", "the checkpoint row no longer exists", *where)
+            yield Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where)
             return
         if not read_data:
             yield from codec_findings(info[0], where)

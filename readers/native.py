@@ -1,4 +1,4 @@
-"""Reader for the native Rewind store (layout in readers/native_format.py, docs/format.md).
+"""Reader for the native Lastgood store (layout in readers/native_format.py, docs/format.md).
 
 Listing reads only the catalog: compacted Parquet parts plus the tail of
 JSON-lines commit markers, and the pending markers of saves in progress. A
@@ -7,6 +7,7 @@ malformed catalog line becomes a store-level finding; every other line loads.
 
 from __future__ import annotations
 
+from lastgood.checks import Check
 import json
 import os
 import posixpath
@@ -17,9 +18,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.errors import DecodeError, ReaderError, UnsafePath
-from readers import native_format as nf
-from readers.base import (
+from lastgood.errors import DecodeError, ReaderError, UnsafePath
+from lastgood.readers import native_format as nf
+from lastgood.readers.base import (
     CHECKPOINT_SCHEMA,
     EVENT_SCHEMA,
     CheckpointRecord,
@@ -31,8 +32,8 @@ from readers.base import (
     checkpoints_table,
     rows_table,
 )
-from readers.fsutil import is_local, is_temp_name, open_fs, require_dir, safe_join
-from readers.jsonpatch import PatchError, apply_patch
+from lastgood.readers.fsutil import is_local, is_temp_name, open_fs, require_dir, safe_join
+from lastgood.readers.jsonpatch import PatchError, apply_patch
 
 MAX_CHAIN = 10_000
 STATE_CACHE_SIZE = 256
@@ -40,14 +41,14 @@ STATE_CACHE_SIZE = 256
 
 class NativeReader(Reader):
     name = "native"
-    description = "Rewind's own checkpoint store on any fsspec URL"
+    description = "Lastgood's own checkpoint store on any fsspec URL"
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
         self.fs, self.root = open_fs(url, storage_options)
         require_dir(self.fs, self.root, url)
         if not self.fs.exists(self._path(nf.MARKER)):
-            raise ReaderError(f"{url} is not a Rewind store (no {nf.MARKER})")
+            raise ReaderError(f"{url} is not a Lastgood store (no {nf.MARKER})")
         self._states: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
     @classmethod
@@ -168,7 +169,7 @@ class NativeReader(Reader):
         try:
             return self.fs.cat_file(self._path(record.location))
         except FileNotFoundError:
-            raise DecodeError(f"blob missing: {record.location}") from None
+            raise DecodeError(f"blob missing: {record.location}", Check.BLOB_MISSING) from None
 
     def load_state(self, record: CheckpointRecord) -> Any:
         ref = _ref(record.checkpoint_id, record.location, record.codec, record.checksum, record.kind)
@@ -176,7 +177,7 @@ class NativeReader(Reader):
 
     def _state(self, ref: dict[str, Any], depth: int) -> Any:
         if depth > MAX_CHAIN:
-            raise DecodeError("incremental chain too long or cyclic")
+            raise DecodeError("incremental chain too long or cyclic", Check.CHAIN_BROKEN)
         key = (str(ref.get("location")), str(ref.get("checksum")))
         if key in self._states:
             self._states.move_to_end(key)
@@ -193,7 +194,7 @@ class NativeReader(Reader):
         try:
             data = self.read_blob(record)
         except UnsafePath as exc:
-            raise DecodeError(str(exc)) from None
+            raise DecodeError(str(exc), Check.UNSAFE_PATH) from None
         _check_checksum(data, ref)
         value = nf.decode_payload(data, str(ref.get("codec")))
         if ref.get("kind") != "incremental":
@@ -208,12 +209,13 @@ class NativeReader(Reader):
             base = self._state(parent, depth + 1)
         except DecodeError as exc:
             raise DecodeError(
-                f"incremental chain broken: parent {parent.get('checkpoint_id')} unreadable ({exc})"
+                f"incremental chain broken: parent {parent.get('checkpoint_id')} unreadable ({exc})",
+                Check.CHAIN_BROKEN,
             ) from None
         try:
             return apply_patch(base, value["ops"])
         except PatchError as exc:
-            raise DecodeError(f"incremental chain broken: {exc}") from None
+            raise DecodeError(f"incremental chain broken: {exc}", Check.CHAIN_BROKEN) from None
 
     # ---- integrity -------------------------------------------------------------
 
@@ -262,21 +264,21 @@ class NativeReader(Reader):
         self, record: CheckpointRecord, sizes: dict[str, int | None]
     ) -> tuple[str, str] | None:
         if record.status == "incomplete":
-            return ("incomplete", record.status_reason or "save never committed")
+            return (Check.INCOMPLETE, record.status_reason or "save never committed")
         if not record.location:
-            return ("blob-missing", "catalog entry names no blob")
+            return (Check.BLOB_MISSING, "catalog entry names no blob")
         try:
             self._path(record.location)
         except UnsafePath as exc:
-            return ("unsafe-path", str(exc))
+            return (Check.UNSAFE_PATH, str(exc))
         if record.codec not in nf.CODECS:
-            return ("unknown-codec", f"unknown codec {record.codec!r} (known: {', '.join(nf.CODECS)})")
+            return (Check.UNKNOWN_CODEC, f"unknown codec {record.codec!r} (known: {', '.join(nf.CODECS)})")
         location = posixpath.normpath(record.location)
         if location not in sizes:
-            return ("blob-missing", f"blob {record.location} does not exist")
+            return (Check.BLOB_MISSING, f"blob {record.location} does not exist")
         actual = sizes[location]
         if record.size_bytes is not None and actual is not None and actual != record.size_bytes:
-            return ("size-mismatch", f"blob is {actual} bytes, catalog says {record.size_bytes}")
+            return (Check.SIZE_MISMATCH, f"blob is {actual} bytes, catalog says {record.size_bytes}")
         return None
 
     def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
@@ -286,7 +288,7 @@ class NativeReader(Reader):
                                        record.checksum, record.kind))
             self.load_state(record)
         except DecodeError as exc:
-            yield _finding(record, _check_name(str(exc)), str(exc))
+            yield _finding(record, exc.check, str(exc))
 
 
 # ---- helpers ------------------------------------------------------------------
@@ -302,20 +304,12 @@ def _check_checksum(data: bytes, ref: dict[str, Any]) -> None:
     if expected and nf.sha256_text(data) != expected:
         raise DecodeError(
             f"sha256 mismatch: blob {ref.get('location')} hashes to "
-            f"{nf.sha256_text(data)[7:19]}…, catalog says {str(expected)[7:19]}…"
+            f"{nf.sha256_text(data)[7:19]}…, catalog says {str(expected)[7:19]}…",
+            Check.SHA256_MISMATCH,
         )
 
 
-def _check_name(message: str) -> str:
-    for prefix, check in (("sha256 mismatch", "sha256-mismatch"), ("blob missing", "blob-missing"),
-                          ("incremental chain broken", "chain-broken"),
-                          ("unknown codec", "unknown-codec")):
-        if message.startswith(prefix):
-            return check
-    return "undecodable"
-
-
-def _finding(record: CheckpointRecord, check: str, message: str) -> Finding:
+def _finding(record: CheckpointRecord, check: Check, message: str) -> Finding:
     severity = "error"
     return Finding(check=check, severity=severity, message=message, run_id=record.run_id,
                    namespace=record.namespace, checkpoint_id=record.checkpoint_id)
@@ -382,7 +376,7 @@ def _parse_json_object(data: Any) -> dict[str, Any] | None:
 def _parse_tail_file(path: str, data: Any, root: str, findings: list[Finding]) -> list[dict[str, Any]]:
     name = _rel(root, path)
     if not isinstance(data, bytes):
-        findings.append(Finding("catalog-unreadable", "error", f"{name}: cannot be read ({data})"))
+        findings.append(Finding(Check.CATALOG_UNREADABLE, "error", f"{name}: cannot be read ({data})"))
         return []
     entries = []
     for lineno, line in enumerate(data.splitlines(), start=1):
@@ -391,7 +385,7 @@ def _parse_tail_file(path: str, data: Any, root: str, findings: list[Finding]) -
         try:
             entries.append(nf.parse_entry(line))
         except (ValueError, TypeError) as exc:
-            findings.append(Finding("catalog-line", "error", f"{name}:{lineno}: malformed catalog line: {exc}"))
+            findings.append(Finding(Check.CATALOG_LINE, "error", f"{name}:{lineno}: malformed catalog line: {exc}"))
     return entries
 
 

@@ -1,6 +1,6 @@
-"""The native Rewind store layout, entry and payload codecs (see docs/format.md).
+"""The native Lastgood store layout, entry and payload codecs (see docs/format.md).
 
-    <root>/rewind-store.json            marker: {"format": "rewind-native", "version": 1}
+    <root>/lastgood-store.json            marker: {"format": "lastgood-native", "version": 1}
     <root>/blobs/<run>/<id>.<codec>     immutable payloads, written before they are listed
     <root>/catalog/tail/<name>.jsonl    commit markers: one catalog entry per line
     <root>/catalog/parts/<name>.parquet compacted catalog entries
@@ -24,12 +24,13 @@ from typing import Any
 import msgpack
 import pyarrow as pa
 
-from app.errors import DecodeError
-from readers.base import CHECKPOINT_SCHEMA, rows_table
+from lastgood.checks import Check
+from lastgood.errors import DecodeError
+from lastgood.readers.base import CHECKPOINT_SCHEMA, rows_table
 
-FORMAT_NAME = "rewind-native"
+FORMAT_NAME = "lastgood-native"
 FORMAT_VERSION = 1
-MARKER = "rewind-store.json"
+MARKER = "lastgood-store.json"
 BLOBS = "blobs"
 TAIL = "catalog/tail"
 PARTS = "catalog/parts"
@@ -39,7 +40,7 @@ HEADS = "heads"
 JOURNAL = "journal"
 CODECS = ("json", "msgpack")
 KINDS = ("full", "incremental")
-PATCH_TAG = "rewind_patch"
+PATCH_TAG = "lastgood_patch"
 
 # Catalog entries (tail lines and parquet parts) use these columns.
 # Catalog entries (tail lines and parquet parts): the index's columns minus the statuses,
@@ -103,7 +104,7 @@ def decode_payload(data: bytes, codec: str) -> Any:
             raise DecodeError(f"json payload does not decode: {exc}") from None
     if codec == "msgpack":
         return _decode_msgpack(data)
-    raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})")
+    raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})", Check.UNKNOWN_CODEC)
 
 
 def _decode_msgpack(data: bytes) -> Any:

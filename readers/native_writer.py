@@ -1,4 +1,4 @@
-"""Writing the native Rewind store: the API an agent calls to save checkpoints.
+"""Writing the native Lastgood store: the API an agent calls to save checkpoints.
 
     writer = NativeWriter("s3://bucket/agents")      # any fsspec URL
     saved = writer.save("run-42", state, trigger="periodic")
@@ -24,10 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.errors import StoreNotFound
-from readers import native_format as nf
-from readers.fsutil import atomic_write, is_local, is_temp_name, open_fs, safe_join
-from readers.jsonpatch import make_patch
+from lastgood.errors import StoreNotFound
+from lastgood.readers import native_format as nf
+from lastgood.readers.fsutil import atomic_write, is_local, is_temp_name, open_fs, safe_join
+from lastgood.readers.jsonpatch import make_patch
 
 DEFAULT_FULL_EVERY = 10
 
@@ -219,8 +219,8 @@ class NativeWriter:
 
     def load_head_state(self, run_id: str, namespace: str = "") -> Any:
         """The state a resuming agent should continue from (None for a new run)."""
-        from readers.base import CheckpointRecord
-        from readers.native import NativeReader
+        from lastgood.readers.base import CheckpointRecord
+        from lastgood.readers.native import NativeReader
 
         head = self.head(run_id, namespace)
         if head is None:

@@ -2,7 +2,7 @@
 
 Built-in readers are named by dotted path and imported only when used, so
 optional dependencies (psycopg, s3fs…) are needed only for the stores that
-need them. Third-party readers register in the ``rewind.readers`` entry-point
+need them. Third-party readers register in the ``lastgood.readers`` entry-point
 group as ``name = "package.module:ReaderClass"``.
 """
 
@@ -16,13 +16,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from app.errors import MissingDependency, ReaderError, RewindError, StoreNotFound, UsageError
-from readers.base import Reader
+from lastgood.errors import MissingDependency, ReaderError, LastgoodError, StoreNotFound, UsageError
+from lastgood.readers.base import Reader
 
 BUILTIN_READERS: dict[str, str] = {
-    "native": "readers.native:NativeReader",
-    "langgraph-sqlite": "readers.langgraph_sqlite:LangGraphSqliteReader",
-    "langgraph-postgres": "readers.langgraph_postgres:LangGraphPostgresReader",
+    "native": "lastgood.readers.native:NativeReader",
+    "langgraph-sqlite": "lastgood.readers.langgraph_sqlite:LangGraphSqliteReader",
+    "langgraph-postgres": "lastgood.readers.langgraph_postgres:LangGraphPostgresReader",
 }
 
 # top-level module that may be missing -> extra that provides it
@@ -36,7 +36,7 @@ MODULE_EXTRAS: dict[str, str] = {
     "distributed": "dask",
 }
 
-ENTRY_POINT_GROUP = "rewind.readers"
+ENTRY_POINT_GROUP = "lastgood.readers"
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
@@ -107,7 +107,7 @@ def open_reader(
     try:
         name = reader or pick_reader(url, storage_options)
         return load_reader_class(name)(url, storage_options)
-    except RewindError:
+    except LastgoodError:
         raise
     except Exception as exc:  # noqa: BLE001 - the boundary with fsspec/s3fs/drivers
         raise ReaderError(f"cannot open {display_url(url)}: {_one_line(exc)}") from exc

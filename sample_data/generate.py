@@ -1,4 +1,4 @@
-"""Make Rewind's sample store (or a large one for benchmarks), seeded and deterministic.
+"""Make Lastgood's sample store (or a large one for benchmarks), seeded and deterministic.
 
     python sample_data/generate.py                          # sample_data/agents + manifest.json
     python sample_data/generate.py --out /tmp/big --checkpoints 1000000 --runs 2000 --no-damage
@@ -25,11 +25,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from readers import native_format as nf
-from readers.native_writer import NativeWriter, SaveRequest
+from lastgood.readers import native_format as nf
+from lastgood.readers.native_writer import NativeWriter, SaveRequest
 
 EPOCH = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
-SAMPLE_API_KEY = "sk-rewind-sample-9f8e7d6c5b4a39281706"
+SAMPLE_API_KEY = "sk-lastgood-sample-9f8e7d6c5b4a39281706"
 AGENTS = {
     "trading-agent": {
         "model": "gpt-4.1", "tools": ["get_quote", "place_order", "portfolio"],

@@ -16,7 +16,7 @@ the sample looks like days of agent work rather than one second.
 State channels: ``messages`` (``add_messages``: HumanMessage, then AIMessage
 with ``tool_calls`` -> ToolMessage -> ... -> a final AIMessage), ``plan`` (the
 thread's script), ``tools`` (tool connection settings, including an
-``api_key`` shaped like ``sk-…`` that Rewind must redact), one agent-specific
+``api_key`` shaped like ``sk-…`` that Lastgood must redact), one agent-specific
 channel (``portfolio`` for trading, ``ticket`` for support, ``notes`` for
 research) and ``summary`` (set by the optional ``finalize`` node).
 
@@ -61,7 +61,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
-API_KEY = "sk-rewind-langgraph-5c0ffee7d1e4a2b9"
+API_KEY = "sk-lastgood-langgraph-5c0ffee7d1e4a2b9"
 API_BASE = "https://tools.internal.example/v1"
 DEFAULT_OUT = Path(__file__).resolve().parent / "langgraph.sqlite"
 RECURSION_LIMIT = 10_000
@@ -354,7 +354,7 @@ def run_fork(graph: Any, seed: int, steps: int) -> str:
     at_tools = [s for s in history if s.next == ("tools",)]
     older = at_tools[len(at_tools) // 2]
     old_call = older.values["messages"][-1]
-    call = {"name": "web_search", "args": {"query": "rewind forks", "max_results": 3}, "id": "call_fork_0001",
+    call = {"name": "web_search", "args": {"query": "lastgood forks", "max_results": 3}, "id": "call_fork_0001",
             "type": "tool_call"}
     replacement = AIMessage(content="Let me search something else.", tool_calls=[call], id=old_call.id)
     meta = {"metadata": config["metadata"], "recursion_limit": RECURSION_LIMIT}

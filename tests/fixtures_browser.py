@@ -4,7 +4,7 @@
 two agents, chat messages, a secret (``tools.api_key``) that must never reach
 a page, an error event, and one damaged checkpoint (its blob deleted after a
 first index, then a full re-index). ``streamlit_server`` runs
-``rewind ui STORE --port N`` (the real entry point) in its own process group against it.
+``lastgood ui STORE --port N`` (the real entry point) in its own process group against it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from app.config import load_settings
-from app.output import human_bytes
-from app.stores import index_store, open_catalog
-from readers.native_writer import NativeWriter, SavedCheckpoint
+from lastgood.config import load_settings
+from lastgood.output import human_bytes
+from lastgood.stores import index_store, open_catalog
+from lastgood.readers.native_writer import NativeWriter, SavedCheckpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-SECRET-7f3a9c2e5b8d1f4a6c0e"
@@ -117,11 +117,11 @@ def wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> 
 
 def start_streamlit(store: DemoStore, log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = dict(os.environ, REWIND_HOME=str(store.home), REWIND_STORES=store.url,
+    env = dict(os.environ, LASTGOOD_HOME=str(store.home), LASTGOOD_STORES=store.url,
                PYTHONUNBUFFERED="1")
-    env.pop("REWIND_ALLOW_WRITE", None)
+    env.pop("LASTGOOD_ALLOW_WRITE", None)
     # exactly what a user runs: index, then serve (the CLI must not keep the index locked)
-    command = [str(Path(sys.executable).with_name("rewind")), "ui", store.url, "--port", str(port)]
+    command = [str(Path(sys.executable).with_name("lastgood")), "ui", store.url, "--port", str(port)]
     with log.open("wb") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -146,7 +146,7 @@ def browser_store(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture(scope="module")
 def streamlit_server(browser_store: DemoStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of `rewind ui` serving the demo store."""
+    """Base URL of `lastgood ui` serving the demo store."""
     log = tmp_path_factory.mktemp("streamlit-log") / "streamlit.log"
     proc, url = start_streamlit(browser_store, log)
     try:

@@ -94,7 +94,7 @@ class PgServer:
 
     def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
-        self.base = Path(tempfile.mkdtemp(prefix="rewind-pg-"))
+        self.base = Path(tempfile.mkdtemp(prefix="lastgood-pg-"))
         self.data = self.base / "data"
         self.log = self.base / "server.log"
         self.port = 0
@@ -167,7 +167,7 @@ def pg_create_database(pg_dsn: str) -> Callable[[str], str]:
     """A function making a fresh database (unique name from ``prefix``) -> its DSN."""
     import psycopg
 
-    def create(prefix: str = "rewind_test") -> str:
+    def create(prefix: str = "lastgood_test") -> str:
         name = f"{prefix}_{uuid.uuid4().hex[:10]}".lower()
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from readers.native_writer import NativeWriter
+from lastgood.readers.native_writer import NativeWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_STORE = ROOT / "sample_data" / "agents"
@@ -46,11 +46,11 @@ def write_store(url: str, runs: int = 3, steps: int = 12, codec: str = "json",
     return states
 
 
-def rewind_cli(*args: str, home: Path, env: dict[str, str] | None = None,
+def lastgood_cli(*args: str, home: Path, env: dict[str, str] | None = None,
                check_json: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run the real ``rewind`` console script."""
-    exe = Path(sys.executable).with_name("rewind")
-    full_env = dict(os.environ, REWIND_HOME=str(home), **(env or {}))
+    """Run the real ``lastgood`` console script."""
+    exe = Path(sys.executable).with_name("lastgood")
+    full_env = dict(os.environ, LASTGOOD_HOME=str(home), **(env or {}))
     done = subprocess.run([str(exe), *args], capture_output=True, text=True, env=full_env, timeout=300)
     if check_json:
         json.loads(done.stdout)

@@ -273,7 +273,7 @@ def build_all(saver: Any) -> list[BuiltThread]:
 
 
 def plain(value: Any) -> Any:
-    """LangChain/LangGraph objects -> the plain shapes Rewind's readers report.
+    """LangChain/LangGraph objects -> the plain shapes Lastgood's readers report.
 
     Messages become ``{"role", "content", "tool_calls", "id", "name",
     "tool_call_id"}`` (the shape of ``normalize_message``); containers are

@@ -1,6 +1,6 @@
 """Real Chromium through Playwright against `streamlit run app/streamlit_app.py`.
 
-Screenshots go to the test's tmp dir, or to $REWIND_SCREENSHOTS when set. (The
+Screenshots go to the test's tmp dir, or to $LASTGOOD_SCREENSHOTS when set. (The
 ones in docs/ were taken the same way against sample_data/agents.)
 """
 
@@ -20,7 +20,7 @@ WAIT_MS = 20_000
 
 @pytest.fixture()
 def shots(tmp_path: Path) -> Path:
-    target = Path(os.environ.get("REWIND_SCREENSHOTS") or tmp_path)
+    target = Path(os.environ.get("LASTGOOD_SCREENSHOTS") or tmp_path)
     target.mkdir(parents=True, exist_ok=True)
     return target
 

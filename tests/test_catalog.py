@@ -7,10 +7,10 @@ from pathlib import Path
 
 import duckdb
 
-from app import queries
-from app.catalog import MIGRATIONS, Catalog
-from app.stores import index_store
-from readers.native_writer import NativeWriter
+from lastgood import queries
+from lastgood.catalog import MIGRATIONS, Catalog
+from lastgood.stores import index_store
+from lastgood.readers.native_writer import NativeWriter
 from tests.helpers import agent_state, write_store
 
 
@@ -113,16 +113,16 @@ def test_overview_and_timeline_aggregate_in_sql(tmp_path: Path) -> None:
 
 def test_auto_check_reads_data_for_small_batches_and_structure_for_big_ones(
         tmp_path: Path, monkeypatch) -> None:
-    import app.stores
+    import lastgood.stores
 
     url = str(tmp_path / "s")
     write_store(url, runs=2, steps=4)
     catalog = Catalog(tmp_path / "index.duckdb")
-    monkeypatch.setattr(app.stores, "AUTO_DATA_LIMIT", 5)
+    monkeypatch.setattr(lastgood.stores, "AUTO_DATA_LIMIT", 5)
     first = index_store(catalog, url)
     assert (first.verify.depth, first.verify.checked) == ("structure", 8)
     NativeWriter(url).save("run-0", agent_state(9))
-    monkeypatch.setattr(app.stores, "AUTO_DATA_LIMIT", 100)
+    monkeypatch.setattr(lastgood.stores, "AUTO_DATA_LIMIT", 100)
     second = index_store(catalog, url)
     assert (second.verify.depth, second.verify.checked) == ("data", 9)  # 1 new + 8 never re-read
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app import queries
-from tests.helpers import SAMPLE_STORE, load_manifest, rewind_cli, write_store
+from lastgood import queries
+from tests.helpers import SAMPLE_STORE, load_manifest, lastgood_cli, write_store
 
 LS_KEYS = {"run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at", "trigger",
            "kind", "status", "status_reason", "size_bytes"}
@@ -17,14 +17,14 @@ LS_KEYS = {"run_id", "namespace", "checkpoint_id", "parent_id", "step", "created
 @pytest.fixture(scope="module")
 def sample_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("home")
-    done = rewind_cli("index", str(SAMPLE_STORE), "--format", "json", home=home)
+    done = lastgood_cli("index", str(SAMPLE_STORE), "--format", "json", home=home)
     assert done.returncode == 0, done.stderr
     return home
 
 
 @pytest.fixture(scope="module")
 def sample_rows(sample_home: Path) -> list[dict]:
-    done = rewind_cli("ls", str(SAMPLE_STORE), "--format", "json", home=sample_home)
+    done = lastgood_cli("ls", str(SAMPLE_STORE), "--format", "json", home=sample_home)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -43,7 +43,7 @@ def test_ls_lists_every_sample_checkpoint_with_the_manifest_statuses(sample_rows
 
 def test_ls_filters_by_run(sample_home: Path, sample_rows: list[dict]) -> None:
     run = sample_rows[0]["run_id"]
-    done = rewind_cli("ls", str(SAMPLE_STORE), "--run", run, "--format", "json", home=sample_home)
+    done = lastgood_cli("ls", str(SAMPLE_STORE), "--run", run, "--format", "json", home=sample_home)
     rows = json.loads(done.stdout)
     assert rows and {r["run_id"] for r in rows} == {run}
     assert len(rows) == sum(1 for r in sample_rows if r["run_id"] == run)
@@ -52,7 +52,7 @@ def test_ls_filters_by_run(sample_home: Path, sample_rows: list[dict]) -> None:
 def test_show_by_prefix_redacts_the_api_key(sample_home: Path, sample_rows: list[dict]) -> None:
     manifest = load_manifest()
     target = next(r for r in sample_rows if r["status"] == "ok" and r["kind"] == "incremental")
-    done = rewind_cli("show", str(SAMPLE_STORE), target["checkpoint_id"][:30], "--format", "json",
+    done = lastgood_cli("show", str(SAMPLE_STORE), target["checkpoint_id"][:30], "--format", "json",
                       home=sample_home)
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
@@ -61,7 +61,7 @@ def test_show_by_prefix_redacts_the_api_key(sample_home: Path, sample_rows: list
     assert shown["state"]["tools"]["api_key"] == "[redacted]"
     assert shown["state"]["llm"]["messages"][0]["role"] == "system"
     assert manifest["api_key"] not in done.stdout + done.stderr
-    table = rewind_cli("show", str(SAMPLE_STORE), target["checkpoint_id"], home=sample_home)
+    table = lastgood_cli("show", str(SAMPLE_STORE), target["checkpoint_id"], home=sample_home)
     assert table.returncode == 0 and manifest["api_key"] not in table.stdout
 
 
@@ -69,13 +69,13 @@ def test_no_command_prints_the_sample_secret(sample_home: Path) -> None:
     key = load_manifest()["api_key"]
     for args in (["ls", str(SAMPLE_STORE)], ["verify", str(SAMPLE_STORE), "--format", "json"],
                  ["index", str(SAMPLE_STORE), "--format", "json"]):
-        done = rewind_cli(*args, home=sample_home)
+        done = lastgood_cli(*args, home=sample_home)
         assert key not in done.stdout + done.stderr
 
 
 def test_show_of_a_damaged_checkpoint_explains_why(sample_home: Path) -> None:
     damaged = next(d for d in load_manifest()["damaged"] if d["damage"] == "sha256-mismatch")
-    done = rewind_cli("show", str(SAMPLE_STORE), damaged["checkpoint_id"], "--format", "json", home=sample_home)
+    done = lastgood_cli("show", str(SAMPLE_STORE), damaged["checkpoint_id"], "--format", "json", home=sample_home)
     shown = json.loads(done.stdout)
     assert done.returncode == 0
     assert shown["state"] is None and "sha256 mismatch" in shown["state_error"]
@@ -84,7 +84,7 @@ def test_show_of_a_damaged_checkpoint_explains_why(sample_home: Path) -> None:
 
 
 def test_verify_exits_1_on_error_findings(sample_home: Path) -> None:
-    done = rewind_cli("verify", str(SAMPLE_STORE), "--read-data", "--format", "json", home=sample_home)
+    done = lastgood_cli("verify", str(SAMPLE_STORE), "--read-data", "--format", "json", home=sample_home)
     assert done.returncode == 1
     result = json.loads(done.stdout)
     checks = {f["check"] for f in result["findings"]}
@@ -94,50 +94,50 @@ def test_verify_exits_1_on_error_findings(sample_home: Path) -> None:
 
 def test_verify_exits_0_on_a_healthy_store(tmp_path: Path) -> None:
     write_store(str(tmp_path / "s"), runs=1, steps=3)
-    done = rewind_cli("verify", str(tmp_path / "s"), "--read-data", home=tmp_path / "h")
+    done = lastgood_cli("verify", str(tmp_path / "s"), "--read-data", home=tmp_path / "h")
     assert done.returncode == 0, done.stderr
     assert "0 error(s)" in done.stdout
 
 
 def test_ambiguous_and_unknown_prefixes_are_usage_errors(sample_home: Path, sample_rows: list[dict]) -> None:
-    done = rewind_cli("show", str(SAMPLE_STORE), "01a1", home=sample_home)
+    done = lastgood_cli("show", str(SAMPLE_STORE), "01a1", home=sample_home)
     assert done.returncode == 2 and "matches several checkpoints" in done.stderr
-    done = rewind_cli("show", str(SAMPLE_STORE), "ffffffff", home=sample_home)
+    done = lastgood_cli("show", str(SAMPLE_STORE), "ffffffff", home=sample_home)
     assert done.returncode == 2 and "no checkpoint matches 'ffffffff'" in done.stderr
 
 
 def test_bad_input_gets_one_line_errors(tmp_path: Path) -> None:
-    done = rewind_cli("ls", str(tmp_path / "missing"), home=tmp_path / "h")
+    done = lastgood_cli("ls", str(tmp_path / "missing"), home=tmp_path / "h")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "store not found" in done.stderr
     (tmp_path / "empty").mkdir()
-    done = rewind_cli("ls", str(tmp_path / "empty"), home=tmp_path / "h")
+    done = lastgood_cli("ls", str(tmp_path / "empty"), home=tmp_path / "h")
     assert done.returncode == 2 and "no reader recognises" in done.stderr
-    done = rewind_cli("ls", str(tmp_path / "empty"), "--reader", "nope", home=tmp_path / "h")
+    done = lastgood_cli("ls", str(tmp_path / "empty"), "--reader", "nope", home=tmp_path / "h")
     assert done.returncode == 2 and "unknown reader 'nope'" in done.stderr
-    done = rewind_cli("ls", "gs://bucket/x", home=tmp_path / "h")
-    assert done.returncode == 2 and "pip install 'rewind[gcs]'" in done.stderr
+    done = lastgood_cli("ls", "gs://bucket/x", home=tmp_path / "h")
+    assert done.returncode == 2 and "pip install 'lastgood[gcs]'" in done.stderr
 
 
 def test_home_option_places_the_index(tmp_path: Path) -> None:
     write_store(str(tmp_path / "s"), runs=1, steps=2)
     elsewhere = tmp_path / "elsewhere"
-    done = rewind_cli("--home", str(elsewhere), "index", str(tmp_path / "s"), home=tmp_path / "h")
+    done = lastgood_cli("--home", str(elsewhere), "index", str(tmp_path / "s"), home=tmp_path / "h")
     assert done.returncode == 0, done.stderr
     assert (elsewhere / "index.duckdb").exists() and not (tmp_path / "h" / "index.duckdb").exists()
 
 
 def test_index_is_incremental_through_the_cli(tmp_path: Path) -> None:
     write_store(str(tmp_path / "s"), runs=2, steps=3)
-    first = json.loads(rewind_cli("index", str(tmp_path / "s"), "--format", "json", home=tmp_path / "h").stdout)
-    again = json.loads(rewind_cli("index", str(tmp_path / "s"), "--format", "json", home=tmp_path / "h").stdout)
+    first = json.loads(lastgood_cli("index", str(tmp_path / "s"), "--format", "json", home=tmp_path / "h").stdout)
+    again = json.loads(lastgood_cli("index", str(tmp_path / "s"), "--format", "json", home=tmp_path / "h").stdout)
     assert (first["checkpoints_read"], first["checked"]) == (6, 6)
     assert (again["checkpoints_read"], again["checked"], again["changed"]) == (0, 0, False)
     assert again["overview"]["checkpoints"] == 6
 
 
 def test_table_output_is_readable(sample_home: Path) -> None:
-    done = rewind_cli("ls", str(SAMPLE_STORE), "--status", "corrupt", home=sample_home)
+    done = lastgood_cli("ls", str(SAMPLE_STORE), "--status", "corrupt", home=sample_home)
     lines = done.stdout.splitlines()
     assert lines[0].split()[:6] == ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS"]
     assert lines[-1] == f"{len(lines) - 2} checkpoint(s)"

@@ -11,15 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from app.catalog import Catalog
-from app.stores import index_store
-from app import queries
-from readers.base import as_table, record_from_row
-from readers.native import NativeReader
+from lastgood.catalog import Catalog
+from lastgood.stores import index_store
+from lastgood import queries
+from lastgood.readers.base import as_table, record_from_row
+from lastgood.readers.native import NativeReader
 
 WRITER = """
 import sys
-from readers.native_writer import NativeWriter
+from lastgood.readers.native_writer import NativeWriter
 w = NativeWriter(sys.argv[1], full_every=5)
 big = "x" * 200_000
 i = int(sys.argv[2])
@@ -65,7 +65,7 @@ def test_killed_writer_never_leaves_a_listed_partial_checkpoint(tmp_path: Path) 
 def test_writer_resumes_after_a_crash(tmp_path: Path) -> None:
     store = tmp_path / "store"
     run_and_kill(store, 0, random.Random(7))
-    from readers.native_writer import NativeWriter
+    from lastgood.readers.native_writer import NativeWriter
 
     writer = NativeWriter(str(store))
     head = writer.head("run-0")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from readers.langgraph_common import constant_strings, int64_array, string_array
-from readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
+from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
+from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = """
@@ -76,7 +76,7 @@ def test_listing_does_not_import_pandas(tmp_path: Path) -> None:
     db = _tiny_db(tmp_path / "tiny.sqlite")
     code = (
         "import sys\n"
-        "from readers.langgraph_sqlite import LangGraphSqliteReader\n"
+        "from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader\n"
         f"scan = LangGraphSqliteReader({str(db)!r}).scan()\n"
         "rows = sum(t.num_rows for t in scan.checkpoints)\n"
         "print(rows, len(scan.heads), 'pandas' in sys.modules)\n"

@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from app.errors import DecodeError
-from readers.base import CheckpointRecord, record_from_row
-from readers.langgraph_sqlite import LangGraphSqliteReader
+from lastgood.errors import DecodeError
+from lastgood.readers.base import CheckpointRecord, record_from_row
+from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader
 from tests.langgraph_graphs import SqliteStore, write_sqlite_store
 
 
@@ -61,7 +61,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Damaged:
 
 
 def _stores_messages(conn: sqlite3.Connection, checkpoint_id: str) -> bool:
-    from readers.langgraph_serde import decode_typed
+    from lastgood.readers.langgraph_serde import decode_typed
 
     type_, blob = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)).fetchone()
     return "messages" in decode_typed(type_, blob)["channel_values"]

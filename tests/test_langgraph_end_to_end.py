@@ -1,4 +1,4 @@
-"""Real LangGraph databases (SqliteSaver and PostgresSaver) through the `rewind` CLI and the pages."""
+"""Real LangGraph databases (SqliteSaver and PostgresSaver) through the `lastgood` CLI and the pages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers import ROOT, rewind_cli
+from tests.helpers import ROOT, lastgood_cli
 from tests.langgraph_graphs import SqliteStore, build_all, write_sqlite_store
 
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
@@ -19,18 +19,18 @@ def lg(tmp_path_factory: pytest.TempPathFactory) -> tuple[SqliteStore, Path]:
     base = tmp_path_factory.mktemp("lg")
     store = write_sqlite_store(base / "graph.sqlite")
     home = base / "home"
-    assert rewind_cli("index", str(store.path), home=home).returncode == 0
+    assert lastgood_cli("index", str(store.path), home=home).returncode == 0
     return store, home
 
 
 def ls(url: str, home: Path, env: dict[str, str] | None = None) -> list[dict]:
-    done = rewind_cli("ls", url, "--format", "json", home=home, env=env)
+    done = lastgood_cli("ls", url, "--format", "json", home=home, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def show(url: str, checkpoint: str, home: Path) -> dict:
-    done = rewind_cli("show", url, checkpoint, "--format", "json", home=home)
+    done = lastgood_cli("show", url, checkpoint, "--format", "json", home=home)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -72,15 +72,15 @@ def test_reading_leaves_the_database_untouched(lg: tuple[SqliteStore, Path]) -> 
     before = sorted(p.name for p in store.path.parent.iterdir())
     digest = store.path.read_bytes()
     ls(str(store.path), home)
-    rewind_cli("verify", str(store.path), "--read-data", home=home)
+    lastgood_cli("verify", str(store.path), "--read-data", home=home)
     assert sorted(p.name for p in store.path.parent.iterdir()) == before
     assert store.path.read_bytes() == digest
 
 
 def test_pages_render_a_langgraph_database(lg: tuple[SqliteStore, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     store, home = lg
-    monkeypatch.setenv("REWIND_HOME", str(home))
-    monkeypatch.setenv("REWIND_STORES", str(store.path))
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", str(store.path))
     at = AppTest.from_file(ENTRY, default_timeout=30).run()
     assert not at.exception, [e.value for e in at.exception]
     total = sum(len(h) for h in store.expected.values())

@@ -21,11 +21,11 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from psycopg.rows import dict_row
 
-from app.errors import DecodeError, ReaderError, StoreNotFound
-from readers.base import CheckpointRecord, record_from_row
-from readers.langgraph_postgres import LangGraphPostgresReader
-from readers.langgraph_serde import is_internal_channel
-from readers.registry import open_reader
+from lastgood.errors import DecodeError, ReaderError, StoreNotFound
+from lastgood.readers.base import CheckpointRecord, record_from_row
+from lastgood.readers.langgraph_postgres import LangGraphPostgresReader
+from lastgood.readers.langgraph_serde import is_internal_channel
+from lastgood.readers.registry import open_reader
 from tests.fixtures_pg import dsn_for_database
 from tests.langgraph_graphs import BuiltThread, build_all, build_error, build_fork, build_tools
 
@@ -42,7 +42,7 @@ class Store:
 
 def readonly_role(dsn: str) -> str:
     """A login role that can only SELECT in ``dsn``'s database; its DSN."""
-    role = f"rewind_ro_{uuid.uuid4().hex[:8]}"
+    role = f"lastgood_ro_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")

@@ -21,10 +21,10 @@ import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from readers.base import CheckpointRecord, record_from_row
-from readers.langgraph_common import new_uuid6
-from readers.langgraph_serde import decode_typed, suspicious_types
-from readers.langgraph_sqlite import LangGraphSqliteReader
+from lastgood.readers.base import CheckpointRecord, record_from_row
+from lastgood.readers.langgraph_common import new_uuid6
+from lastgood.readers.langgraph_serde import decode_typed, suspicious_types
+from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader
 
 
 _REAL_SYSTEM = os.system  # captured before any test replaces it with a spy

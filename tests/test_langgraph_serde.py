@@ -23,8 +23,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Interrupt, Send
 
-from app.errors import DecodeError, ReaderError
-from readers.langgraph_common import (
+from lastgood.errors import DecodeError, ReaderError
+from lastgood.readers.langgraph_common import (
     CheckpointColumns,
     checkpoint_record,
     checkpoints_batch,
@@ -33,7 +33,7 @@ from readers.langgraph_common import (
     replay_messages,
     uuid6_datetime,
 )
-from readers.langgraph_serde import (
+from lastgood.readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
     is_known_type,

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.errors import DecodeError, ReaderError, StoreNotFound, UnsafePath
-from readers import native_format as nf
-from readers.base import as_table, record_from_row
-from readers.fsutil import safe_join
-from readers.jsonpatch import PatchError, apply_patch, make_patch
-from readers.native import NativeReader
-from readers.native_writer import NativeWriter
+from lastgood.errors import DecodeError, ReaderError, StoreNotFound, UnsafePath
+from lastgood.readers import native_format as nf
+from lastgood.readers.base import as_table, record_from_row
+from lastgood.readers.fsutil import safe_join
+from lastgood.readers.jsonpatch import PatchError, apply_patch, make_patch
+from lastgood.readers.native import NativeReader
+from lastgood.readers.native_writer import NativeWriter
 from tests.helpers import write_store
 
 
@@ -30,7 +30,7 @@ def scan_records(reader: NativeReader, since: str | None = None):
 def store_url(request, tmp_path: Path) -> str:
     if request.param == "local":
         return str(tmp_path / "store")
-    return f"memory://rewind-test-{uuid.uuid4().hex}"
+    return f"memory://lastgood-test-{uuid.uuid4().hex}"
 
 
 @pytest.mark.parametrize("codec", ["json", "msgpack"])
@@ -123,7 +123,7 @@ def test_missing_and_foreign_stores_get_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(StoreNotFound, match="store not found"):
         NativeReader(str(tmp_path / "nope"))
     (tmp_path / "plain").mkdir()
-    with pytest.raises(ReaderError, match="not a Rewind store"):
+    with pytest.raises(ReaderError, match="not a Lastgood store"):
         NativeReader(str(tmp_path / "plain"))
     with pytest.raises(StoreNotFound):
         NativeWriter(str(tmp_path / "nope2"), create=False)

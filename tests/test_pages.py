@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import ui
-from app.config import load_settings
-from app.stores import index_store, open_catalog
-from readers.native_writer import NativeWriter
+from lastgood import ui
+from lastgood.config import load_settings
+from lastgood.stores import index_store, open_catalog
+from lastgood.readers.native_writer import NativeWriter
 from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,9 +38,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture()
 def app_env(demo: DemoStore, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
-    monkeypatch.setenv("REWIND_HOME", str(demo.home))
-    monkeypatch.setenv("REWIND_STORES", demo.url)
-    monkeypatch.delenv("REWIND_ALLOW_WRITE", raising=False)
+    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
+    monkeypatch.setenv("LASTGOOD_STORES", demo.url)
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
     return demo
 
 
@@ -102,7 +102,7 @@ def test_overview_shows_the_store(app_env: DemoStore) -> None:
     assert "1 recent error event(s); latest in run `run-beta`" in actions and r"\[redacted\]" in actions
     failures = table_with(at, "what", "detail")
     assert app_env.damaged.checkpoint_id in set(failures["checkpoint_id"])
-    assert at.sidebar.selectbox(key="rewind_store").value == app_env.url
+    assert at.sidebar.selectbox(key="lastgood_store").value == app_env.url
     assert "read-only" in rendered_text(at)
     assert SECRET not in rendered_text(at)
 
@@ -183,11 +183,11 @@ def test_timeline_aggregates_many_points(app_env: DemoStore, monkeypatch: pytest
 ])
 def test_bad_store_url_shows_an_error(app_env: DemoStore, url: str, expected: str) -> None:
     at = run_app()
-    at.sidebar.text_input(key="rewind_new_url").input(url).run()
+    at.sidebar.text_input(key="lastgood_new_url").input(url).run()
     assert not at.exception
     errors = " ".join(e.value for e in at.sidebar.error)
     assert expected in errors
-    assert at.sidebar.text_input(key="rewind_new_url").value == ""
+    assert at.sidebar.text_input(key="lastgood_new_url").value == ""
     assert {m.label: m.value for m in at.metric}["Checkpoints"] == "18"  # still on the old store
     assert "hunter2" not in rendered_text(at)
 
@@ -197,9 +197,9 @@ def test_picking_a_new_store_indexes_it(app_env: DemoStore, tmp_path: Path) -> N
     writer.save("solo", {"x": 1}, agent="solo-agent", step=0)
     writer.save("solo", {"x": 2}, agent="solo-agent", step=1)
     at = run_app()
-    at.sidebar.text_input(key="rewind_new_url").input(str(tmp_path / "other")).run()
+    at.sidebar.text_input(key="lastgood_new_url").input(str(tmp_path / "other")).run()
     assert not at.exception and not at.sidebar.error
-    assert at.sidebar.selectbox(key="rewind_store").value == str(tmp_path / "other")
+    assert at.sidebar.selectbox(key="lastgood_store").value == str(tmp_path / "other")
     assert {m.label: m.value for m in at.metric}["Checkpoints"] == "2"
     assert any("never verified with --read-data" in m.value for m in at.markdown)
 
@@ -208,8 +208,8 @@ def test_store_gone_still_shows_what_the_index_has(tmp_path: Path, monkeypatch: 
     saved = NativeWriter(str(tmp_path / "gone")).save("r1", {"x": 1}, agent="a", step=0)
     index_store(open_catalog(load_settings(tmp_path / "home")), str(tmp_path / "gone"))
     shutil.move(tmp_path / "gone", tmp_path / "moved")
-    monkeypatch.setenv("REWIND_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("REWIND_STORES", str(tmp_path / "gone"))
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "gone"))
     at = run_app(TIMELINE)
     assert any("store not found" in e.value and "showing the index as it was" in e.value
                for e in at.sidebar.error)
@@ -220,12 +220,12 @@ def test_store_gone_still_shows_what_the_index_has(tmp_path: Path, monkeypatch: 
 
 
 def test_empty_index_and_empty_store_are_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("REWIND_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("REWIND_STORES", raising=False)
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LASTGOOD_STORES", raising=False)
     at = run_app()
     assert any("No store selected" in i.value for i in at.info)
     NativeWriter(str(tmp_path / "empty"))
-    monkeypatch.setenv("REWIND_STORES", str(tmp_path / "empty"))
+    monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "empty"))
     at = run_app()
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
     at = run_app(TIMELINE)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import MissingDependency, ReaderError, StoreNotFound, UsageError
-from app.redact import MASK, redact, redact_text
-from readers.fsutil import open_fs
-from readers.registry import available_readers, display_url, load_reader_class, pick_reader
+from lastgood.errors import MissingDependency, ReaderError, StoreNotFound, UsageError
+from lastgood.redact import MASK, redact, redact_text
+from lastgood.readers.fsutil import open_fs
+from lastgood.readers.registry import available_readers, display_url, load_reader_class, pick_reader
 from tests.helpers import SAMPLE_STORE, write_store
 
 
@@ -40,7 +40,7 @@ def test_unknown_inputs_fail_clearly(tmp_path: Path) -> None:
 
 
 def test_missing_backend_names_the_extra() -> None:
-    with pytest.raises(MissingDependency, match=r"pip install 'rewind\[gcs\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'lastgood\[gcs\]'"):
         open_fs("gs://bucket/path")
 
 
@@ -77,7 +77,7 @@ def test_secret_names_are_masked_at_any_depth_and_counts_are_not() -> None:
 def test_json_output_turns_nan_into_strings() -> None:
     import json
 
-    from app.output import dumps
+    from lastgood.output import dumps
 
     text = dumps({"loss": float("nan"), "grad": [float("inf"), 1.5], "ok": "yes"})
     assert json.loads(text) == {"loss": "nan", "grad": ["inf", 1.5], "ok": "yes"}

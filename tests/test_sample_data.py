@@ -6,9 +6,9 @@ import json
 import runpy
 from pathlib import Path
 
-from app import queries
-from app.catalog import Catalog
-from app.stores import index_store
+from lastgood import queries
+from lastgood.catalog import Catalog
+from lastgood.stores import index_store
 from tests.helpers import ROOT, SAMPLE_STORE, load_manifest
 
 
