@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 error-severity findings or a conflict, 2 usage or I/O error.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,13 @@ from lastgood.errors import LastgoodError
 from lastgood.show import show_checkpoint
 from lastgood.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
 from lastgood.verify import verify_store
+
+
+Handler = Callable[[argparse.Namespace, Settings, str], int]
+# Modules that add commands: each has ``register(sub, common) -> {name: handler}`` and keeps
+# its heavy imports inside the handlers (start-up time is part of every command's time).
+COMMAND_MODULES: tuple[str, ...] = ()
+EXTRA_COMMANDS: dict[str, Handler] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; see docs/security.md before exposing)")
     p.add_argument("--allow-write", action="store_true", help="enable write actions in the UI")
+    for module in COMMAND_MODULES:
+        EXTRA_COMMANDS.update(importlib.import_module(module).register(sub, common))
     return parser
 
 
@@ -62,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fmt = args.format or "table"
     try:
         settings = load_settings(args.home)
-        return COMMANDS[args.command](args, settings, fmt)
+        handler = COMMANDS.get(args.command) or EXTRA_COMMANDS[args.command]
+        return handler(args, settings, fmt)
     except LastgoodError as exc:
         output.error(str(exc))
         return exc.exit_code
@@ -163,7 +174,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     return 0  # pragma: no cover - execve does not return
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace, Settings, str], int]] = {
+COMMANDS: dict[str, Handler] = {
     "index": cmd_index, "ls": cmd_ls, "show": cmd_show, "verify": cmd_verify, "ui": cmd_ui,
 }
 
