@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 error-severity findings or a conflict, 2 usage or I/O error.
 from __future__ import annotations
 
 import argparse
+import json
 import importlib
 import os
 import sys
@@ -17,6 +18,7 @@ from lastgood import output, queries
 from lastgood.catalog import Catalog
 from lastgood.config import Settings, load_settings
 from lastgood.errors import LastgoodError
+from lastgood.readers.registry import display_url
 from lastgood.show import show_checkpoint
 from lastgood.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
 from lastgood.verify import verify_store
@@ -152,11 +154,13 @@ def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog = _catalog(settings)
-    urls = [normalize_url(s) for s in args.stores]
-    for url in urls:
-        index_store(catalog, url, reader_name=args.reader, progress=_progress(fmt, f"indexing {url}"))
+    public_urls = []
+    for url in args.stores:
+        label = f"indexing {display_url(normalize_url(url))}"
+        summary = index_store(catalog, url, reader_name=args.reader, progress=_progress(fmt, label))
+        public_urls.append(summary.store.url)  # secrets stay in the home's private credentials file
     catalog.close()  # the dashboard process opens the index itself: don't hold its lock
-    env = dict(os.environ, LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=os.pathsep.join(urls))
+    env = dict(os.environ, LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=json.dumps(public_urls))
     if args.allow_write:
         env["LASTGOOD_ALLOW_WRITE"] = "1"
     if args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lastgood.catalog import Catalog, RefreshReport
+from lastgood.credentials import Vault, split_url
 from lastgood.config import Settings, load_settings
 from lastgood.errors import UsageError
 from lastgood.verify import VerifyReport, count_to_check, verify_store
@@ -52,9 +54,19 @@ def normalize_url(url: str) -> str:
 
 def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
                storage_options: Mapping[str, Any] | None = None) -> OpenStore:
-    url = normalize_url(url)
-    reader = open_reader(url, reader_name, storage_options)
-    return OpenStore(url, catalog.store_id(url, reader.name, display_url(url)), reader)
+    """The store at ``url`` (full or public form), named in the index by its public URL;
+    a secret in the URL is kept in the home's private credentials file (lastgood.credentials)."""
+    public, full = _public_and_full(catalog, normalize_url(url))
+    reader = open_reader(full, reader_name, storage_options)
+    return OpenStore(public, catalog.store_id(public, reader.name, display_url(public)), reader)
+
+
+def _public_and_full(catalog: Catalog, url: str) -> tuple[str, str]:
+    if catalog.path == ":memory:":
+        return split_url(url)[0], url
+    vault = Vault(Path(catalog.path).parent)
+    public = vault.remember(url)
+    return public, vault.resolve(public)
 
 
 def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, full: bool = False,

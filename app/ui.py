@@ -9,6 +9,7 @@ shown without credentials (readers.registry.display_url).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ import streamlit as st
 from lastgood import queries
 from lastgood.catalog import Catalog
 from lastgood.config import load_settings
+from lastgood.credentials import split_url
 from lastgood.errors import LastgoodError
 from lastgood.output import dumps, human_bytes
 from lastgood.redact import redact_text
@@ -219,16 +221,31 @@ def _queue_new_url() -> None:
 
 
 def _candidate_urls(catalog: Catalog) -> list[str]:
-    env = [normalize_url(u) for u in os.environ.get("LASTGOOD_STORES", "").split(os.pathsep) if u]
+    env = [normalize_url(u) for u in stores_from_env(os.environ.get("LASTGOOD_STORES", ""))]
     extra = st.session_state.get(EXTRA_URLS_KEY, [])
     return list(dict.fromkeys([*extra, *env, *queries.indexed_stores(catalog)]))
 
 
+def stores_from_env(text: str) -> list[str]:
+    """The stores ``lastgood ui`` passes: a JSON list of public URLs (a plain value is one URL,
+    never split: URLs contain ':')."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text]
+    if isinstance(value, str):
+        return [value]
+    return [u for u in value if isinstance(u, str) and u] if isinstance(value, list) else []
+
+
 def _add_store(catalog: Catalog, typed: str) -> None:
     st.session_state.pop(ERROR_KEY, None)
-    url = normalize_url(typed)
-    if _index(catalog, url) is None:
+    if _index(catalog, normalize_url(typed)) is None:
         return
+    url = split_url(normalize_url(typed))[0]  # the secret went to the private credentials file
     extra = st.session_state.setdefault(EXTRA_URLS_KEY, [])
     if url not in extra:
         extra.insert(0, url)
