@@ -1,0 +1,277 @@
+"""The diff engine: property tests, message alignment, bytes, redaction, deep states, rendering."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from deepdiff import DeepDiff
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lastgood.diff import Change, DiffResult, apply_changes, diff_states, render_text
+
+quick = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, width=32),
+                    st.text(max_size=4), st.binary(max_size=3))
+keys = st.text(alphabet="ab/~c", min_size=0, max_size=3)
+trees = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=5)), max_leaves=25)
+
+
+def message(i: int, content: str | None = None, role: str = "human") -> dict:
+    return {"$type": "langchain_core.messages.human.HumanMessage", "type": role,
+            "id": f"msg-{i}", "content": content if content is not None else f"hello {i}",
+            "additional_kwargs": {}}
+
+
+def conversation(n: int) -> dict:
+    return {"messages": [message(i) for i in range(n)], "step": 3}
+
+
+# ---------------------------------------------------------------- properties
+
+@quick
+@given(trees, trees)
+def test_applying_the_changes_to_a_gives_b(a, b):
+    result = diff_states(a, b, redact=False)
+    assert apply_changes(a, result.changes) == b
+    assert not diff_states(apply_changes(a, result.changes), b, redact=False).changes
+
+
+@quick
+@given(trees)
+def test_a_state_has_no_changes_against_a_copy_of_itself(a):
+    assert diff_states(a, copy.deepcopy(a)).changes == []
+
+
+def _mutated(data: st.DataObject, node, counter: list[int]):
+    """B from A: leaves replaced by fresh values, dict keys added/removed, list items appended
+    at the end — never a list item moved or removed before others."""
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            choice = data.draw(st.sampled_from(["keep", "keep", "mutate", "drop"]))
+            if choice != "drop":
+                out[k] = _mutated(data, v, counter) if choice == "mutate" else v
+        if data.draw(st.booleans()):
+            counter[0] += 1
+            out[f"new{counter[0]}"] = counter[0]
+        return out
+    if isinstance(node, list):
+        out = [(_mutated(data, v, counter) if data.draw(st.booleans()) else v) for v in node]
+        if data.draw(st.booleans()):
+            counter[0] += 1
+            out.append(f"appended-{counter[0]}")
+        return out
+    counter[0] += 1
+    return data.draw(st.sampled_from([f"fresh-{counter[0]}", 1000 + counter[0], [counter[0]], node]))
+
+
+def _deepdiff_paths(a, b) -> set[tuple]:
+    tree = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
+    paths = set()
+    for kind, levels in tree.items():
+        for level in levels:
+            use_t2 = kind in ("iterable_item_added", "dictionary_item_added")
+            paths.add(tuple(level.path(output_format="list", use_t2=use_t2)))
+    return paths
+
+
+def _our_paths(result: DiffResult) -> set[tuple]:
+    out = set()
+    for c in result.changes:
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in c.path.split("/")[1:]]
+        out.add(tuple(int(t) if t.isdigit() else t for t in tokens))  # keys here are never digits
+    return out
+
+
+unique_lists = st.lists(st.one_of(st.integers(-50, 50), st.text(alphabet="xyz", max_size=3)),
+                        unique=True, max_size=6)
+aligned_trees = st.recursive(st.one_of(st.integers(-5, 5), st.text(alphabet="pq", max_size=2), unique_lists),
+                             lambda inner: st.dictionaries(st.text(alphabet="km", min_size=1, max_size=2),
+                                                           inner, max_size=4), max_leaves=20)
+
+
+@quick
+@given(aligned_trees, st.data())
+def test_changed_leaf_paths_match_deepdiff_when_no_list_item_moves(a, data):
+    """Lists here hold unique items and only change in place or at their end: then identity
+    alignment and DeepDiff's positional view agree on every changed path. (With moved or
+    removed items they differ by design: DeepDiff reports every shifted index.)"""
+    b = _mutated(data, a, [0])
+    ours = _our_paths(diff_states(a, b, redact=False))
+    assert ours == _deepdiff_paths(a, b)
+
+
+# ---------------------------------------------------------------- messages
+
+def test_appending_4000_messages_is_4000_adds():
+    a = conversation(10_000)
+    b = copy.deepcopy(a)
+    b["messages"] += [message(10_000 + i) for i in range(4_000)]
+    result = diff_states(a, b)
+    assert result.summary == {"added": 4_000, "removed": 0, "changed": 0, "moved": 0}
+    assert result.changes[0] == Change("add", "/messages/10000", new=message(10_000))
+    assert result.changes[-1].path == "/messages/13999"
+
+
+def test_removing_one_message_in_the_middle_is_one_remove():
+    a = conversation(10_000)
+    b = copy.deepcopy(a)
+    del b["messages"][5_000]
+    result = diff_states(a, b)
+    assert result.changes == [Change("remove", "/messages/5000", old=message(5_000))]
+
+
+def test_editing_one_message_in_place_is_one_change_below_its_path():
+    a = conversation(50)
+    b = copy.deepcopy(a)
+    b["messages"][17]["content"] = "edited"
+    assert diff_states(a, b).changes == [Change("change", "/messages/17/content", "hello 17", "edited")]
+
+
+def test_messages_align_on_id_even_when_their_content_changes_and_others_arrive():
+    a = conversation(5)
+    b = copy.deepcopy(a)
+    b["messages"][2]["content"] = "rewritten"
+    b["messages"].insert(0, message(99))
+    result = diff_states(a, b)
+    assert [(c.op, c.path) for c in result.changes] == [("add", "/messages/0"),
+                                                        ("change", "/messages/3/content")]
+    assert apply_changes(a, diff_states(a, b, redact=False).changes) == b
+
+
+def test_a_reordered_message_is_one_move():
+    a = conversation(20)
+    b = copy.deepcopy(a)
+    b["messages"].insert(2, b["messages"].pop(15))
+    result = diff_states(a, b)
+    assert result.changes == [Change("move", "/messages/2", from_path="/messages/15")]
+    assert result.summary["moved"] == 1
+    assert apply_changes(a, result.changes) == b
+
+
+def test_lists_without_ids_align_on_content():
+    a = {"xs": [{"v": i} for i in range(10)]}
+    b = copy.deepcopy(a)
+    del b["xs"][3]
+    b["xs"][6]["v"] = 70
+    result = diff_states(a, b)
+    assert [(c.op, c.path) for c in result.changes] == [("remove", "/xs/3"), ("change", "/xs/6/v")]
+
+
+def test_tool_calls_align_on_their_ids():
+    call = lambda i, arg: {"id": f"call-{i}", "name": "search", "args": {"q": arg}}  # noqa: E731
+    a = {"tool_calls": [call(1, "x"), call(2, "y")]}
+    b = {"tool_calls": [call(2, "y2"), call(1, "x")]}
+    result = diff_states(a, b)
+    assert {(c.op, c.path) for c in result.changes} == {("move", "/tool_calls/0"), ("change", "/tool_calls/0/args/q")}
+    assert apply_changes(a, result.changes) == b
+
+
+# ---------------------------------------------------------------- leaves
+
+def test_numbers_carry_their_delta_and_types_change_as_type_change():
+    result = diff_states({"balance": 10, "ok": 1, "n": 2.5}, {"balance": -5, "ok": True, "n": 3})
+    by_path = {c.path: c for c in result.changes}
+    assert by_path["/balance"].delta == -15
+    assert by_path["/ok"].op == "type_change"
+    assert by_path["/n"].delta == 0.5
+
+
+def test_bytes_compare_by_size_and_hash():
+    a = {"blob": b"abc", "summary": {"$bytes": 3, "sha256": "aa"}, "same": b"x"}
+    b = {"blob": b"abcd", "summary": {"$bytes": 5, "sha256": "bb"}, "same": b"x"}
+    result = diff_states(a, b)
+    by_path = {c.path: c for c in result.changes}
+    assert set(by_path) == {"/blob", "/summary"}
+    assert by_path["/blob"].delta == 1 and by_path["/summary"].delta == 2
+    exported = result.to_dict("A", "B")["changes"][0]
+    assert exported["new"]["$bytes"] == 4 and len(exported["new"]["sha256"]) == 64
+    json.dumps(result.to_dict("A", "B"))
+
+
+def test_nan_that_stays_nan_is_not_a_change():
+    assert diff_states({"x": float("nan")}, {"x": float("nan")}).changes == []
+
+
+# ---------------------------------------------------------------- redaction, shape, rendering
+
+def test_secrets_are_redacted_in_every_reported_value():
+    a = {"config": {"api_key": "sk-old0123456789abcdef"}, "notes": []}
+    b = {"config": {"api_key": "sk-new0123456789abcdef"},
+         "notes": ["use sk-live0123456789abcdef", {"password": "hunter2"}]}
+    result = diff_states(a, b)
+    text = json.dumps(result.to_dict("a", "b")) + render_text(result)
+    assert "0123456789abcdef" not in text and "hunter2" not in text
+    assert result.changes[0] == Change("change", "/config/api_key", "[redacted]", "[redacted]")
+    raw = diff_states(a, b, redact=False)
+    assert raw.changes[0].new == "sk-new0123456789abcdef"
+
+
+def test_to_dict_is_the_product_shape():
+    result = diff_states({"a": 1, "gone": 2}, {"a": 3, "new": 4})
+    assert result.to_dict("A", "B") == {
+        "a": "A", "b": "B",
+        "changes": [{"op": "change", "path": "/a", "old": 1, "new": 3, "delta": 2},
+                    {"op": "remove", "path": "/gone", "old": 2, "new": None},
+                    {"op": "add", "path": "/new", "old": None, "new": 4}],
+        "summary": {"added": 1, "removed": 1, "changed": 1, "moved": 0}}
+
+
+def test_pointer_tokens_are_escaped():
+    result = diff_states({}, {"a/b": {"~x": 1}})
+    assert result.changes[0].path == "/a~1b"
+    assert apply_changes({"q": {}}, diff_states({"q": {}}, {"q": {"~x": 1}}).changes) == {"q": {"~x": 1}}
+    assert diff_states({"q": {}}, {"q": {"~x": 1}}).changes[0].path == "/q/~0x"
+
+
+def test_render_text_shows_messages_as_role_and_first_line_and_the_rest_as_old_to_new():
+    a = {"messages": [message(0, "hi")], "balance": 5, "old": 1}
+    b = {"messages": [message(0, "hi"), message(1, "Sure, here it is\nsecond line", role="ai")],
+         "balance": 7, "plan": [1]}
+    text = render_text(diff_states(a, b))
+    assert text.splitlines() == [
+        "~ /balance: 5 → 7 (+2)",
+        "+ /messages/1: [ai] Sure, here it is",
+        "- /old: 1",
+        "+ /plan: [1]",
+        "2 added, 1 removed, 1 changed",
+    ]
+    assert render_text(diff_states(a, a)) == "no changes"
+    assert "… 2 more changes" in render_text(diff_states(a, b), limit=2)
+
+
+# ---------------------------------------------------------------- depth and size
+
+def _deep_dict(depth: int, leaf) -> dict:
+    root = node = {}
+    for _ in range(depth):
+        node["c"] = {}
+        node = node["c"]
+    node["v"] = leaf
+    return root
+
+
+def _deep_list(depth: int, leaf) -> list:
+    root = node = []
+    for _ in range(depth):
+        child: list = []
+        node.append(child)
+        node = child
+    node.append(leaf)
+    return root
+
+
+def test_ten_thousand_levels_deep_do_not_crash():
+    result = diff_states(_deep_dict(10_000, 1), _deep_dict(10_000, 2))
+    assert [c.op for c in result.changes] == ["change"]
+    assert result.changes[0].path.count("/") == 10_001
+    lists = diff_states(_deep_list(10_000, "x"), _deep_list(10_000, "y"))
+    assert lists.summary["changed"] == 1
+    added = diff_states({}, {"deep": _deep_list(10_000, "sk-secret0123456789abc")})
+    exported = json.dumps(added.to_dict("a", "b"))  # depth capped for JSON encoders
+    assert "sk-secret" not in exported and "$nested" in exported
+    render_text(added)
