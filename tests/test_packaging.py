@@ -92,9 +92,16 @@ def test_python_dash_m_lastgood_runs_the_cli() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import shutil
+
     out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source")  # a clean copy: no stale build/ from earlier builds
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("app", "readers", "pages"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                    "-w", str(out), str(ROOT)], check=True, timeout=300)
+                    "-w", str(out), str(source)], check=True, timeout=300)
     (found,) = out.glob("lastgood-*.whl")
     return found
 
