@@ -27,7 +27,7 @@ from lastgood.verify import verify_store
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 # Modules that add commands: each has ``register(sub, common) -> {name: handler}`` and keeps
 # its heavy imports inside the handlers (start-up time is part of every command's time).
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli_recovery",)
 EXTRA_COMMANDS: dict[str, Handler] = {}
 
 

@@ -83,6 +83,7 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
         raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
     store = open_store(catalog, url, reader_name)
     refresh = catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
+    _sync_recovery_marks(catalog, store)
     report = None
     if check == "auto":
         pending = count_to_check(catalog, store.store_id, "data", only_unverified=not full)
@@ -91,3 +92,10 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
         report = verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
                               only_unverified=not full, progress=progress)
     return IndexSummary(store, refresh, report)
+
+
+def _sync_recovery_marks(catalog: Catalog, store: OpenStore) -> None:
+    """Quarantined/superseded statuses come from the store's journal (lastgood.recovery)."""
+    from lastgood.recovery import sync_marks
+
+    sync_marks(catalog, store)

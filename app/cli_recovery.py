@@ -1,0 +1,206 @@
+"""``lastgood restore | rollback | quarantine | undo | journal`` (lastgood.recovery).
+
+Every write action plans first (``--dry-run`` stops there), needs ``--reason``,
+asks for confirmation on a terminal unless ``--yes`` (and refuses without a
+terminal), names the head it expects (``--expect-head``, default: the head at
+planning time) and exits 1 on a conflict with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lastgood.config import Settings
+from lastgood.errors import UsageError
+
+ACTION_FIELDS = ("action_id", "action", "run_id", "target", "previous_head", "new_head",
+                 "superseded", "dry_run")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Any]:
+    p = sub.add_parser("restore", parents=[common],
+                       help="make a run resume from a checkpoint (adds a new head; deletes nothing)")
+    p.add_argument("store")
+    p.add_argument("checkpoint", nargs="?", help="checkpoint id or unique prefix")
+    p.add_argument("--last-good", metavar="RUN", help="restore RUN's last good checkpoint instead")
+    _write_options(p, force=True)
+    p = sub.add_parser("rollback", parents=[common],
+                       help="restore a checkpoint and mark everything after it superseded")
+    p.add_argument("store")
+    p.add_argument("run")
+    p.add_argument("--to", required=True, metavar="CKPT", help="checkpoint id or unique prefix")
+    _write_options(p, force=True)
+    p = sub.add_parser("quarantine", parents=[common], help="mark a checkpoint bad by hand (or --release)")
+    p.add_argument("store")
+    p.add_argument("checkpoint")
+    p.add_argument("--release", action="store_true", help="lift an earlier quarantine")
+    _write_options(p, force=False)
+    p = sub.add_parser("undo", parents=[common], help="undo an earlier action (journaled too)")
+    p.add_argument("store")
+    p.add_argument("action", help="action id (or unique prefix) from `lastgood journal`")
+    _write_options(p, force=False)
+    p = sub.add_parser("journal", parents=[common], help="the store's recovery journal; exit 1 if the chain is broken")
+    p.add_argument("store")
+    p.add_argument("--run", help="only this run")
+    p.add_argument("--action", help="only this action (restore, rollback, quarantine, …)")
+    return {"restore": cmd_restore, "rollback": cmd_rollback, "quarantine": cmd_quarantine,
+            "undo": cmd_undo, "journal": cmd_journal}
+
+
+def _write_options(p: argparse.ArgumentParser, force: bool) -> None:
+    p.add_argument("--reason", help="why (required to apply; recorded in the journal)")
+    p.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--expect-head", metavar="CKPT",
+                   help="fail with a conflict unless the run's head is this checkpoint")
+    if force:
+        p.add_argument("--force", action="store_true", help="allow a quarantined or corrupt target")
+
+
+def cmd_restore(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import recovery
+
+    if bool(args.checkpoint) == bool(args.last_good):
+        raise UsageError("name a checkpoint, or --last-good RUN (not both)")
+
+    def plan(catalog: Any, store: Any) -> Any:
+        if args.last_good:
+            return recovery.plan_restore_last_good(catalog, store, args.last_good)
+        return recovery.plan_restore(catalog, store, args.checkpoint, force=args.force)
+    return _run(args, settings, fmt, plan)
+
+
+def cmd_rollback(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import recovery
+
+    return _run(args, settings, fmt,
+                lambda c, s: recovery.plan_rollback(c, s, args.run, args.to, force=args.force))
+
+
+def cmd_quarantine(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import recovery
+
+    return _run(args, settings, fmt,
+                lambda c, s: recovery.plan_quarantine(c, s, args.checkpoint, release=args.release))
+
+
+def cmd_undo(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import recovery
+
+    return _run(args, settings, fmt, lambda c, s: recovery.plan_undo(c, s, args.action))
+
+
+def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output, recovery
+    from lastgood.stores import index_store, open_catalog
+
+    catalog = open_catalog(settings)
+    store = index_store(catalog, args.store, reader_name=args.reader, check="none").store
+    report = recovery.journal_report(store, run_id=args.run, action=args.action)
+    output.emit(report, fmt, render_journal)
+    return 0 if report["chain_ok"] else 1
+
+
+def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any) -> int:
+    from lastgood import output, recovery
+    from lastgood.stores import index_store, open_catalog
+
+    catalog = open_catalog(settings)
+    store = index_store(catalog, args.store, reader_name=args.reader).store
+    plan = make_plan(catalog, store)
+    if args.dry_run:
+        output.emit(plan.to_dict(), fmt, render_plan)
+        return 0
+    if not args.reason or not args.reason.strip():
+        raise UsageError("a reason is required: --reason TEXT")
+    if not args.yes:
+        _confirm(plan, fmt)
+    expected = _full_id(catalog, store, args.expect_head)
+    result = recovery.apply_plan(catalog, store, plan, reason=args.reason,
+                                 operator=settings.operator, expected_head=expected)
+    output.emit(result.to_dict(), fmt, render_result)
+    return 0 if not result.check or result.check["ok"] else 1
+
+
+def _full_id(catalog: Any, store: Any, ref: str | None) -> str | None:
+    """--expect-head as a full id (a unique prefix works, like git)."""
+    from lastgood import queries
+    from lastgood.errors import CheckpointNotFound
+
+    if not ref:
+        return None
+    try:
+        return queries.resolve_checkpoint(catalog, store.store_id, ref).checkpoint_id
+    except CheckpointNotFound:
+        return ref
+
+
+def _confirm(plan: Any, fmt: str) -> None:
+    if not sys.stdin.isatty():
+        raise UsageError("not a terminal: pass --yes to apply without confirmation "
+                         "(or --dry-run to preview)")
+    sys.stderr.write(render_plan(plan.to_dict()) + "\n")
+    sys.stderr.write("Apply? [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UsageError("cancelled: nothing was written")
+
+
+# ---- rendering ----------------------------------------------------------------------
+
+
+def render_plan(plan: dict[str, Any]) -> str:
+    lines = [f"{plan['action']} on run {plan['run_id']}"
+             + (f" [{plan['namespace']}]" if plan.get("namespace") else "") + " (dry run)",
+             f"  current head:  {plan['previous_head']}",
+             f"  resumes from:  {plan['resumes_from']}"]
+    if plan.get("undo_of"):
+        lines.append(f"  undoes:        {plan['undo_of']}")
+    marks = {k: v for k, v in (plan.get("marks") or {}).items() if v}
+    for kind, ids in marks.items():
+        lines.append(f"  {kind + ':':14} {len(ids)} checkpoint(s): {', '.join(ids[:5])}"
+                     + (" …" if len(ids) > 5 else ""))
+    diff = plan.get("diff")
+    if diff:
+        s = diff.get("summary") or {}
+        lines.append(f"  state change:  +{s.get('added', 0)} -{s.get('removed', 0)} ~{s.get('changed', 0)}")
+        for change in (diff.get("changes") or [])[:10]:
+            lines.append(f"    {change.get('op'):6} {change.get('path')}")
+    effects = plan.get("side_effects") or []
+    if effects:
+        lines.append(f"  side effects after the target (NOT undone by a restore): {len(effects)}")
+        for effect in effects[:15]:
+            tool = f" {effect['tool']}" if effect.get("tool") else ""
+            lines.append(f"    {effect['kind']}{tool} @ {str(effect['checkpoint_id'])[:13]}: "
+                         f"{str(effect.get('detail') or '')[:80]}")
+    for warning in plan.get("warnings") or []:
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
+
+def render_result(result: dict[str, Any]) -> str:
+    lines = [f"{result['action']} {result['action_id']}: run {result['run_id']} "
+             f"head {result['previous_head']} → {result['new_head']}"]
+    if result.get("superseded"):
+        lines.append(f"  superseded: {len(result['superseded'])} checkpoint(s)")
+    check = result.get("check")
+    if check:
+        lines.append(f"  check: {'ok' if check['ok'] else 'FAILED'} — {check['message']}")
+    lines.append(f"  undo with: lastgood undo STORE {result['action_id']}")
+    return "\n".join(lines)
+
+
+def render_journal(report: dict[str, Any]) -> str:
+    lines = [f"journal: {report['entries']} entries, chain "
+             + ("ok" if report["chain_ok"] else "BROKEN")]
+    lines += [f"  ! {p}" for p in report.get("problems") or []]
+    for e in report["actions"]:
+        undo = f" (undoes {e['undo_of']})" if e.get("undo_of") else ""
+        lines.append(f"  {e.get('seq'):>4} {e.get('time')} {e.get('id')} {e.get('action'):10} "
+                     f"{e.get('run_id')} {e.get('previous_head')} → {e.get('new_head')} "
+                     f"by {e.get('operator')}: {e.get('reason')}{undo}")
+    for p in report.get("pending") or []:
+        lines.append(f"  interrupted action in progress: {p.get('action_id')}")
+    return "\n".join(lines)
