@@ -5,12 +5,16 @@
     ├── StoreNotFound            the URL points at nothing (exit 2)
     ├── ReaderError              a store could not be read as its format (exit 2)
     │   ├── MissingDependency    an optional package is needed; names the extra to install
-    │   ├── UnsafePath           a blob path leaves the store root
+    │   ├── UnsafePath           a blob path leaves the store root (a symlink out, ../)
+    │   ├── NotAFile             a store path is a FIFO, device, folder…: refused unopened
+    │   ├── TooLarge             a file or value is beyond lastgood.limits
     │   └── DecodeError          one checkpoint's bytes could not be decoded (becomes a finding)
     ├── CheckpointNotFound       no checkpoint matches an id or prefix (exit 2)
     │   └── AmbiguousCheckpoint  a prefix matches several checkpoints (exit 2)
     ├── ConflictError            the head moved since it was read (exit 1)
-    └── WriteDisabled            a write action while writes are switched off (exit 2)
+    ├── WriteDisabled            a write action while writes are switched off (exit 2)
+    └── EnvironmentFault         the machine said no: disk full, home not a folder,
+                                 port busy, permission denied (exit 2)
 """
 
 from __future__ import annotations
@@ -52,6 +56,14 @@ class UnsafePath(ReaderError):
     """A path named inside a store points outside the store root."""
 
 
+class NotAFile(ReaderError):
+    """A path inside a store is not a regular file (FIFO, device, socket, folder)."""
+
+
+class TooLarge(ReaderError):
+    """A file or decoded value is larger than Lastgood's bounds (lastgood.limits)."""
+
+
 class DecodeError(ReaderError):
     """A checkpoint's payload could not be decoded into plain data.
 
@@ -79,3 +91,7 @@ class ConflictError(LastgoodError):
 
 class WriteDisabled(LastgoodError):
     """A write action was requested but writes are not enabled."""
+
+
+class EnvironmentFault(LastgoodError):
+    """The operating system refused: a full disk, a home that is a file, a busy port."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from lastgood.errors import MissingDependency, StoreNotFound, UnsafePath
+from lastgood import limits
+from lastgood.errors import MissingDependency, NotAFile, StoreNotFound, TooLarge, UnsafePath
 
 # fsspec protocol -> (package, lastgood extra)
 PROTOCOL_EXTRAS: dict[str, tuple[str, str]] = {
@@ -50,6 +52,95 @@ def safe_join(root: str, relative: str) -> str:
     if normal == ".." or normal.startswith("../") or normal == ".":
         raise UnsafePath(f"blob path {relative!r} leaves the store root")
     return f"{root}/{normal}"
+
+
+def real_root(fs: fsspec.AbstractFileSystem, root: str) -> str | None:
+    """The store root with symlinks resolved (local stores), else None."""
+    return os.path.realpath(root) if is_local(fs) else None
+
+
+def inside(real: str, root_real: str) -> bool:
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def local_file_size(path: str, root_real: str) -> int:
+    """Size of a local store file, after refusing symlinks out of the store and
+    anything that is not a regular file (FIFOs and devices are never opened)."""
+    real = os.path.realpath(path)
+    if not inside(real, root_real):
+        raise UnsafePath(f"{_rel_name(path, root_real)} resolves outside the store root")
+    info = os.stat(real)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotAFile(f"{_rel_name(path, root_real)} is not a regular file ({_kind(info.st_mode)})")
+    return info.st_size
+
+
+def read_bounded(fs: fsspec.AbstractFileSystem, path: str, limit: int,
+                 root_real: str | None = None) -> bytes:
+    """The bytes of one store file, never more than ``limit``.
+
+    Local files: symlinks leaving ``root_real`` and non-regular files are refused
+    before opening; the file is opened without following links and read at most
+    ``limit + 1`` bytes. Other filesystems: the listed size and type are checked
+    first. Raises FileNotFoundError, UnsafePath, NotAFile or TooLarge."""
+    if is_local(fs):
+        return _read_local(path, limit, root_real or os.path.realpath(posixpath.dirname(path)))
+    info = fs.info(path)
+    if info.get("type", "file") != "file":
+        raise NotAFile(f"{path} is not a file ({info.get('type')})")
+    size = info.get("size")
+    if size is not None and size > limit:
+        raise TooLarge(f"{posixpath.basename(path)} is {size} bytes (limit {limit})")
+    data = fs.cat_file(path, start=0, end=limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"{posixpath.basename(path)} is larger than {limit} bytes")
+    return data
+
+
+def _read_local(path: str, limit: int, root_real: str) -> bytes:
+    local_file_size(path, root_real)
+    real = os.path.realpath(path)
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(f"{_rel_name(path, root_real)} is not a regular file")
+        if info.st_size > limit:
+            raise TooLarge(f"{_rel_name(path, root_real)} is {info.st_size} bytes (limit {limit})")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise TooLarge(f"{_rel_name(path, root_real)} grew past {limit} bytes while read")
+    return data
+
+
+def _rel_name(path: str, root_real: str) -> str:
+    real = os.path.abspath(path)
+    return os.path.relpath(real, root_real) if inside(real, root_real) else posixpath.basename(path)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def blob_limit(recorded_size: int | None) -> int:
+    """How many bytes a blob may have: its recorded size plus a margin, or the cap."""
+    if recorded_size is None or recorded_size < 0:
+        return limits.MAX_BLOB_BYTES
+    return min(recorded_size + limits.BLOB_MARGIN_BYTES, limits.MAX_BLOB_BYTES)
 
 
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:

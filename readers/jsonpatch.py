@@ -10,11 +10,70 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from lastgood import limits
+
 Op = dict[str, Any]
 
 
 class PatchError(ValueError):
-    """A patch operation could not be applied."""
+    """A patch operation could not be applied. ``too_large``: it would pass the budget."""
+
+    def __init__(self, message: str, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
+
+
+def measure(value: Any, limit: int = limits.MAX_STATE_COST) -> tuple[int, int]:
+    """(cost, depth) of ``value``, iteratively; counting stops once cost passes ``limit``.
+
+    Cost is one per value plus one per dict key and per 256 characters of text:
+    roughly what rendering the value costs (shared sub-objects count each time)."""
+    cost, deepest = 0, 0
+    stack = [(value, 1)]
+    while stack and cost <= limit:
+        node, depth = stack.pop()
+        cost += 1
+        if isinstance(node, dict):
+            cost += len(node)
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in node)
+        elif isinstance(node, str):
+            cost += len(node) // 256
+    return cost, deepest
+
+
+class _Meter:
+    """The size of the document being patched and the work left for measuring."""
+
+    def __init__(self, size: int, budget: int) -> None:
+        self.size = size
+        self.budget = budget
+        self.work = 4 * budget
+
+    def _measure(self, value: Any) -> tuple[int, int]:
+        cost, depth = measure(value, min(self.budget, self.work))
+        self.work -= cost
+        if self.work < 0:
+            raise PatchError("patch needs more work than the budget allows", too_large=True)
+        return cost, depth
+
+    def place(self, value: Any, at_depth: int) -> int:
+        """Check ``value`` may go ``at_depth`` levels down; returns its cost."""
+        cost, depth = self._measure(value)
+        if at_depth + depth > limits.MAX_DEPTH:
+            raise PatchError(f"result would nest deeper than {limits.MAX_DEPTH} levels", too_large=True)
+        return cost
+
+    def add(self, value: Any, at_depth: int) -> None:
+        self.size += self.place(value, at_depth)
+        if self.size > self.budget:
+            raise PatchError(f"result would be larger than {self.budget:,} values", too_large=True)
+
+    def remove(self, value: Any) -> None:
+        self.size = max(0, self.size - self._measure(value)[0])
 
 
 def escape(token: str) -> str:
@@ -103,41 +162,68 @@ def apply_patch(doc: Any, patch: list[Op]) -> Any:
     Copy-on-write: only the containers on each operation's path are copied,
     so ``doc`` is never modified and unchanged parts are shared with it.
     """
+    return apply_patch_sized(doc, patch)[0]
+
+
+def apply_patch_sized(doc: Any, patch: Any, size: int | None = None,
+                      budget: int = limits.MAX_STATE_COST) -> tuple[Any, int]:
+    """(``apply_patch``'s result, its cost) with an output budget: a patch whose
+    result would cost more than ``budget`` (60 doubling ``copy`` ops) or nest
+    deeper than limits.MAX_DEPTH raises PatchError(too_large=True) early.
+    ``size`` is ``doc``'s cost when known (measured otherwise)."""
     if not isinstance(patch, list):
         raise PatchError("a patch must be a list of operations")
+    if len(patch) > limits.MAX_PATCH_OPS:
+        raise PatchError(f"a patch of {len(patch)} operations is beyond the limit", too_large=True)
+    meter = _Meter(measure(doc, budget)[0] if size is None else size, budget)
     result = doc
     for index, op in enumerate(patch):
         try:
-            result = _apply_one(result, op)
+            result = _apply_one(result, op, meter)
+        except PatchError as exc:
+            raise PatchError(f"operation {index} {_describe(op)}: {exc}", exc.too_large) from None
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             raise PatchError(f"operation {index} {_describe(op)} does not apply: {exc}") from None
-    return result
+    return result, meter.size
 
 
 def _describe(op: Any) -> str:
     if isinstance(op, dict):
-        return f"{op.get('op')} {op.get('path')!r}"
+        return f"{str(op.get('op'))[:20]} {str(op.get('path'))[:60]!r}"
     return repr(op)[:60]
 
 
-def _apply_one(doc: Any, op: Op) -> Any:
+def _apply_one(doc: Any, op: Op, meter: _Meter) -> Any:
     kind = op["op"]
     if kind == "add":
-        return _add(doc, op["path"], op["value"])
+        meter.add(op["value"], _depth(op["path"]))
+        return _add(doc, op["path"], op["value"], meter)
     if kind == "remove":
+        meter.remove(_get(doc, op["path"]))
         return _remove(doc, op["path"])
     if kind == "replace":
+        meter.remove(_get(doc, op["path"]))
+        meter.add(op["value"], _depth(op["path"]))
         return _replace(doc, op["path"], op["value"])
     if kind == "move":
         moved = _get(doc, op["from"])
-        return _add(_remove(doc, op["from"]), op["path"], moved)
+        meter.place(moved, _depth(op["path"]))
+        return _add(_remove(doc, op["from"]), op["path"], moved, meter)
     if kind == "copy":
-        return _add(doc, op["path"], _get(doc, op["from"]))
+        copied = _get(doc, op["from"])
+        meter.add(copied, _depth(op["path"]))
+        return _add(doc, op["path"], copied, meter)
     if kind == "test":
         if _get(doc, op["path"]) != op["value"]:
-            raise ValueError(f"test failed at {op['path']!r}")
+            raise ValueError(f"test failed at {str(op['path'])[:60]!r}")
         return doc
-    raise ValueError(f"unknown op {kind!r}")
+    raise ValueError(f"unknown op {str(kind)[:20]!r}")
+
+
+def _depth(pointer: Any) -> int:
+    if not isinstance(pointer, str):
+        raise TypeError("a JSON pointer must be a string")
+    return pointer.count("/")
 
 
 def _get(doc: Any, pointer: str) -> Any:
@@ -179,13 +265,15 @@ def _index(seq: list, token: str, allow_end: bool = False) -> int:
     return i
 
 
-def _add(doc: Any, pointer: str, value: Any) -> Any:
+def _add(doc: Any, pointer: str, value: Any, meter: _Meter | None = None) -> Any:
     if pointer == "":
         return value
     root, parent, token = _copy_to_parent(doc, pointer)
     if isinstance(parent, list):
         parent.insert(_index(parent, token, allow_end=True), value)
     else:
+        if meter is not None and token in parent:
+            meter.remove(parent[token])
         parent[token] = value
     return root
 

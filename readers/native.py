@@ -7,7 +7,6 @@ malformed catalog line becomes a store-level finding; every other line loads.
 
 from __future__ import annotations
 
-from lastgood.checks import Check
 import json
 import os
 import posixpath
@@ -18,8 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from lastgood.errors import DecodeError, ReaderError, UnsafePath
+from lastgood import limits
+from lastgood.checks import Check
+from lastgood.errors import DecodeError, NotAFile, ReaderError, TooLarge, UnsafePath
 from lastgood.readers import native_format as nf
+from lastgood.readers import validate
 from lastgood.readers.base import (
     CHECKPOINT_SCHEMA,
     EVENT_SCHEMA,
@@ -32,11 +34,14 @@ from lastgood.readers.base import (
     checkpoints_table,
     rows_table,
 )
-from lastgood.readers.fsutil import is_local, is_temp_name, open_fs, require_dir, safe_join
-from lastgood.readers.jsonpatch import PatchError, apply_patch
+from lastgood.readers.fsutil import (blob_limit, is_local, is_temp_name, local_file_size, open_fs,
+                                     read_bounded, real_root, require_dir, safe_join)
+from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
 
-MAX_CHAIN = 10_000
+MAX_CHAIN = limits.MAX_CHAIN
 STATE_CACHE_SIZE = 256
+REFUSED = (UnsafePath, NotAFile, TooLarge)
+Size = int | None | tuple[Check, str]  # a blob's size, or why it is refused
 
 
 class NativeReader(Reader):
@@ -47,9 +52,28 @@ class NativeReader(Reader):
         super().__init__(url, storage_options)
         self.fs, self.root = open_fs(url, storage_options)
         require_dir(self.fs, self.root, url)
-        if not self.fs.exists(self._path(nf.MARKER)):
-            raise ReaderError(f"{url} is not a Lastgood store (no {nf.MARKER})")
-        self._states: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self.root_real = real_root(self.fs, self.root)
+        self._check_marker(url)
+        self._states: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._refused: list[Finding] = []
+
+    def _check_marker(self, url: str) -> None:
+        """Refuse a folder that is not a native store, or one of a format version we do not know."""
+        try:
+            data = self._read(nf.MARKER, limits.MAX_SMALL_FILE_BYTES)
+        except FileNotFoundError:
+            raise ReaderError(f"{url} is not a Lastgood store (no {nf.MARKER})") from None
+        except REFUSED as exc:
+            raise ReaderError(f"{url}: store marker refused: {exc}") from None
+        try:
+            marker = validate.json_object(data, nf.MARKER)
+        except validate.Invalid as exc:
+            raise ReaderError(f"{url}: store marker unreadable: {exc}") from None
+        validate.store_marker(marker, url, nf.FORMAT_NAME, nf.FORMAT_VERSION)
+
+    def _read(self, relative: str, limit: int) -> bytes:
+        """One store file, bounded, refusing symlinks out and special files."""
+        return read_bounded(self.fs, self._path(relative), limit, self.root_real)
 
     @classmethod
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
@@ -62,6 +86,19 @@ class NativeReader(Reader):
     # ---- listing -------------------------------------------------------------
 
     def scan(self, since: str | None = None) -> Scan:
+        """The catalog since ``since``; a file that vanishes while being read (a
+        concurrent compaction) makes the whole listing be read again."""
+        for attempt in range(limits.SNAPSHOT_RETRIES):
+            try:
+                return self._scan_once(since)
+            except FileNotFoundError:
+                if attempt + 1 == limits.SNAPSHOT_RETRIES:
+                    raise ReaderError(f"{self.url}: the catalog kept changing while it was read "
+                                      f"({limits.SNAPSHOT_RETRIES} attempts); try again") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _scan_once(self, since: str | None) -> Scan:
+        self._refused = []
         listing = self._listing()
         token = json.dumps(listing, sort_keys=True)
         previous = _parse_token(since)
@@ -72,10 +109,10 @@ class NativeReader(Reader):
         new_parts = _added(base.get("parts", {}), listing["parts"])
         new_tail = _added(base.get("tail", {}), listing["tail"])
         new_heads = _added(base.get("heads", {}), listing["heads"])
-        findings: list[Finding] = []
-        parts, part_events = self._parts(new_parts)
+        findings: list[Finding] = list(self._refused)
+        parts, part_events = self._parts(new_parts, findings)
         tails = self._tail_tables(new_tail, findings)
-        pending = self._pending_table(listing["pending"], tails, parts)
+        pending = self._pending_table(listing["pending"], tails, parts, findings)
         batches = [*parts, *[_as_checkpoints(t) for t in tails if t.num_rows], pending]
         return Scan(
             token=token,
@@ -83,7 +120,7 @@ class NativeReader(Reader):
             checkpoints=iter([b for b in batches if b.num_rows]),
             events=iter([*part_events, *[_events(t) for t in tails if t.num_rows]]),
             findings=findings,
-            heads=self._heads(new_heads),
+            heads=self._heads(new_heads, findings),
         )
 
     def _listing(self) -> dict[str, dict[str, str]]:
@@ -97,7 +134,11 @@ class NativeReader(Reader):
     def _stamps(self, folder: str, suffix: str) -> dict[str, str]:
         path = self._path(folder)
         if is_local(self.fs):
-            return _local_stamps(path, suffix)
+            stamps, refused = _local_stamps(path, suffix)
+            self._refused.extend(
+                Finding(Check.NOT_A_FILE, "error", f"{folder}/{name}: not a regular file; ignored")
+                for name in refused)
+            return stamps
         try:
             entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
@@ -109,113 +150,177 @@ class NativeReader(Reader):
                 stamps[name] = _stamp(info)
         return stamps
 
-    def _parts(self, names: list[str]) -> tuple[list[pa.Table | ParquetSource], list[pa.Table]]:
+    def _parts(self, names: list[str], findings: list[Finding]
+               ) -> tuple[list[pa.Table | ParquetSource], list[pa.Table]]:
         """Compacted parts: local files go to the index as Parquet (DuckDB reads them
-        itself); remote ones are read here. Events come from their metadata column."""
+        itself) once they pass validation; remote ones, and parts with invalid rows,
+        are read here row by row. Events come from their metadata column."""
         batches: list[pa.Table | ParquetSource] = []
         events = []
         for name in sorted(names):
-            path = self._path(f"{nf.PARTS}/{name}")
-            if is_local(self.fs):
-                batches.append(ParquetSource((path,), nf.part_rows(path)))
-                events.append(_events(path))
-            else:
-                with self.fs.open(path, "rb") as handle:
-                    entries = nf.read_part(handle)
-                batches.append(_as_checkpoints(entries))
-                events.append(_events(entries))
+            relative = f"{nf.PARTS}/{name}"
+            try:
+                batch = self._part(relative, findings)
+            except FileNotFoundError:
+                raise
+            except (*REFUSED, ValueError, OSError) as exc:
+                findings.append(Finding(_refusal_check(exc), "error",
+                                        f"{relative}: unreadable catalog part, skipped: {exc}"))
+                continue
+            batches.append(batch)
+            events.append(_events(batch.paths[0] if isinstance(batch, ParquetSource) else batch))
         return batches, events
 
+    def _part(self, relative: str, findings: list[Finding]) -> pa.Table | ParquetSource:
+        path = self._path(relative)
+        if is_local(self.fs):
+            size = local_file_size(path, str(self.root_real))
+            if size > limits.MAX_CATALOG_FILE_BYTES:
+                raise TooLarge(f"{size} bytes (limit {limits.MAX_CATALOG_FILE_BYTES})")
+            rows = nf.part_rows(path)
+            if validate.part_is_clean(path, rows):
+                return ParquetSource((path,), rows)
+            table = nf.read_part(path)
+        else:
+            table = nf.read_part(pa.BufferReader(self._read(relative, limits.MAX_CATALOG_FILE_BYTES)))
+            if validate.part_is_clean(table, table.num_rows):
+                return _as_checkpoints(table)
+        entries = validate.part_entries(table, relative, findings)
+        return _as_checkpoints(nf.entries_table(entries))
+
     def _tail_tables(self, names: list[str], findings: list[Finding]) -> list[pa.Table]:
-        if not names:
-            return []
-        paths = [self._path(f"{nf.TAIL}/{name}") for name in sorted(names)]
-        blobs = self.fs.cat(paths, on_error="return")
-        entries: list[dict[str, Any]] = []
-        for path in paths:
-            entries.extend(_parse_tail_file(path, blobs.get(path), self.root, findings))
-        return [nf.entries_table(entries)] if entries else []
+        entries: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for name in sorted(names):
+            relative = f"{nf.TAIL}/{name}"
+            try:
+                data = self._read(relative, limits.MAX_CATALOG_FILE_BYTES)
+            except REFUSED as exc:
+                findings.append(Finding(_refusal_check(exc), "error", f"{relative}: refused: {exc}"))
+                continue
+            for entry in _parse_tail_file(relative, data, findings):
+                entries[(entry["run_id"], entry["namespace"], entry["checkpoint_id"])] = entry
+        return [nf.entries_table(list(entries.values()))] if entries else []
 
     def _pending_table(self, names: dict[str, str], tails: list[pa.Table],
-                       parts: list[pa.Table | ParquetSource]) -> pa.Table:
+                       parts: list[pa.Table | ParquetSource], findings: list[Finding]) -> pa.Table:
         if not names:
             return checkpoints_table([])
         committed = {cid for t in tails for cid in t.column("checkpoint_id").to_pylist()}
-        committed |= {cid for p in parts for cid in _ids(self.fs, p)}
-        paths = [self._path(f"{nf.PENDING}/{name}") for name in sorted(names)]
-        blobs = self.fs.cat(paths, on_error="return")
-        records = [_pending_record(p, blobs.get(p)) for p in paths]
-        return checkpoints_table(r for r in records if r and r.checkpoint_id not in committed)
+        committed |= {cid for p in parts for cid in _ids(p)}
+        records = []
+        for name in sorted(names):
+            relative = f"{nf.PENDING}/{name}"
+            try:
+                marker = validate.native_pending(
+                    validate.json_object(self._read(relative, limits.MAX_SMALL_FILE_BYTES), relative))
+            except (validate.Invalid, *REFUSED) as exc:
+                findings.append(Finding(_refusal_check(exc), "warning",
+                                        f"{relative}: pending marker ignored: {exc}"))
+                continue
+            if marker["checkpoint_id"] not in committed:
+                records.append(_pending_record(marker))
+        return checkpoints_table(records)
 
-    def _heads(self, names: list[str]) -> list[HeadRecord]:
-        if not names:
-            return []
-        paths = [self._path(f"{nf.HEADS}/{name}") for name in sorted(names)]
-        blobs = self.fs.cat(paths, on_error="return")
+    def _heads(self, names: list[str], findings: list[Finding]) -> list[HeadRecord]:
         heads = []
-        for path in paths:
-            head = _parse_json_object(blobs.get(path))
-            if head and head.get("run_id") and head.get("checkpoint_id"):
-                heads.append(
-                    HeadRecord(head["run_id"], head["checkpoint_id"], head.get("namespace") or "")
-                )
+        for name in sorted(names):
+            relative = f"{nf.HEADS}/{name}"
+            try:
+                data = self._read(relative, limits.MAX_SMALL_FILE_BYTES)
+                run_id, cid, namespace = validate.native_head(validate.json_object(data, relative))
+            except FileNotFoundError:
+                continue
+            except (validate.Invalid, *REFUSED) as exc:
+                findings.append(Finding(_refusal_check(exc), "error", f"{relative}: head ignored: {exc}"))
+                continue
+            heads.append(HeadRecord(run_id, cid, namespace))
         return heads
 
     # ---- one checkpoint ------------------------------------------------------
 
     def read_blob(self, record: CheckpointRecord) -> bytes:
-        if not record.location:
-            raise DecodeError(f"checkpoint {record.checkpoint_id} has no blob location")
+        """The blob's bytes: at most its recorded size plus a margin; symlinks out of
+        the store and non-regular files are refused without being opened."""
+        return self._read_ref(_ref(record.checkpoint_id, record.location, record.codec,
+                                   record.checksum, record.kind), record.size_bytes)
+
+    def _read_ref(self, ref: dict[str, Any], size: int | None = None) -> bytes:
+        location = ref.get("location")
+        if not location or not isinstance(location, str):
+            raise DecodeError(f"checkpoint {ref.get('checkpoint_id')} has no blob location",
+                              Check.BLOB_MISSING)
         try:
-            return self.fs.cat_file(self._path(record.location))
+            return self._read(location, blob_limit(size))
         except FileNotFoundError:
-            raise DecodeError(f"blob missing: {record.location}", Check.BLOB_MISSING) from None
+            raise DecodeError(f"blob missing: {location}", Check.BLOB_MISSING) from None
+        except REFUSED as exc:
+            raise DecodeError(f"blob {location} refused: {exc}", _refusal_check(exc)) from None
+        except IsADirectoryError:
+            raise DecodeError(f"blob {location} is a folder", Check.NOT_A_FILE) from None
 
     def load_state(self, record: CheckpointRecord) -> Any:
         ref = _ref(record.checkpoint_id, record.location, record.codec, record.checksum, record.kind)
-        return self._state(ref, depth=0)
+        return self._state(ref, record.size_bytes)
 
-    def _state(self, ref: dict[str, Any], depth: int) -> Any:
-        if depth > MAX_CHAIN:
-            raise DecodeError("incremental chain too long or cyclic", Check.CHAIN_BROKEN)
-        key = (str(ref.get("location")), str(ref.get("checksum")))
-        if key in self._states:
-            self._states.move_to_end(key)
-            return self._states[key]
-        state = self._decode(ref, depth)
-        self._states[key] = state
-        if len(self._states) > STATE_CACHE_SIZE:
-            self._states.popitem(last=False)
+    def _state(self, ref: dict[str, Any], size: int | None = None) -> Any:
+        """The state at ``ref``: walk parents back (iteratively) to a full or cached
+        state, then apply the patches forward. Cycles and chains longer than
+        MAX_CHAIN are findings, never recursion."""
+        chain: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        seen: set[tuple[str, str]] = set()
+        current = ref
+        while True:
+            key = _key(current)
+            if key in self._states:
+                self._states.move_to_end(key)
+                state, cost = self._states[key]
+                break
+            if key in seen:
+                raise DecodeError(f"incremental chain has a cycle at {_cid(current)}", Check.PARENT_CYCLE)
+            if len(chain) >= MAX_CHAIN:
+                raise DecodeError(f"incremental chain longer than {MAX_CHAIN} checkpoints",
+                                  Check.CHAIN_BROKEN)
+            seen.add(key)
+            value = self._decode_link(current, size if not chain else None, bool(chain))
+            if current.get("kind") != "incremental":
+                state, cost = value, validate.cost(value)
+                self._remember(key, state, cost)
+                break
+            chain.append((current, value))
+            current = value["parent"]
+        for link, envelope in reversed(chain):
+            state, cost = self._apply(state, cost, envelope, link)
+            self._remember(_key(link), state, cost)
         return state
 
-    def _decode(self, ref: dict[str, Any], depth: int) -> Any:
-        record = CheckpointRecord(run_id="", checkpoint_id=str(ref.get("checkpoint_id")),
-                                  location=ref.get("location"))
+    def _decode_link(self, ref: dict[str, Any], size: int | None, ancestor: bool) -> Any:
+        """One blob of a chain, checked and decoded (an envelope when incremental)."""
         try:
-            data = self.read_blob(record)
-        except UnsafePath as exc:
-            raise DecodeError(str(exc), Check.UNSAFE_PATH) from None
-        _check_checksum(data, ref)
-        value = nf.decode_payload(data, str(ref.get("codec")))
-        if ref.get("kind") != "incremental":
-            return value
-        return self._apply(value, ref, depth)
-
-    def _apply(self, value: Any, ref: dict[str, Any], depth: int) -> Any:
-        if not nf.is_patch(value) or not isinstance(value.get("parent"), dict):
-            raise DecodeError("incremental payload is not a patch envelope")
-        parent = value["parent"]
-        try:
-            base = self._state(parent, depth + 1)
+            data = self._read_ref(ref, size)
+            _check_checksum(data, ref)
+            value = nf.decode_payload(data, str(ref.get("codec")))
+            if ref.get("kind") == "incremental" and (
+                    not nf.is_patch(value) or not isinstance(value.get("parent"), dict)):
+                raise DecodeError("incremental payload is not a patch envelope")
         except DecodeError as exc:
-            raise DecodeError(
-                f"incremental chain broken: parent {parent.get('checkpoint_id')} unreadable ({exc})",
-                Check.CHAIN_BROKEN,
-            ) from None
+            if not ancestor:
+                raise
+            raise DecodeError(f"incremental chain broken: parent {_cid(ref)} unreadable ({exc})",
+                              Check.CHAIN_BROKEN) from None
+        return value
+
+    def _apply(self, base: Any, cost: int, envelope: dict[str, Any],
+               link: dict[str, Any]) -> tuple[Any, int]:
         try:
-            return apply_patch(base, value["ops"])
+            return apply_patch_sized(base, envelope["ops"], cost)
         except PatchError as exc:
-            raise DecodeError(f"incremental chain broken: {exc}", Check.CHAIN_BROKEN) from None
+            check = Check.TOO_LARGE if exc.too_large else Check.CHAIN_BROKEN
+            raise DecodeError(f"incremental chain broken at {_cid(link)}: {exc}", check) from None
+
+    def _remember(self, key: tuple[str, str], state: Any, cost: int) -> None:
+        self._states[key] = (state, cost)
+        if len(self._states) > STATE_CACHE_SIZE:
+            self._states.popitem(last=False)
 
     # ---- integrity -------------------------------------------------------------
 
@@ -233,36 +338,47 @@ class NativeReader(Reader):
             elif read_data:
                 yield from self._data_findings(record)
 
-    def _blob_sizes(self, records: list[CheckpointRecord]) -> dict[str, int | None]:
-        """Sizes of the blobs these records name: one listing per folder they live in."""
+    def _blob_sizes(self, records: list[CheckpointRecord]) -> dict[str, Size]:
+        """Sizes of the blobs these records name (or why a blob is refused): one
+        listing per folder they live in. Nothing is opened."""
         folders = {posixpath.dirname(posixpath.normpath(r.location)) for r in records
                    if r.location and not _leaves_root(r.location)}
         if len(folders) * 4 > len(records):  # few records per folder: ask for each blob
             return self._sizes_one_by_one(records)
-        sizes: dict[str, int | None] = {}
+        sizes: dict[str, Size] = {}
         for folder in sorted(folders):
             try:
+                if is_local(self.fs):
+                    sizes.update(_local_sizes(self._path(folder), folder, str(self.root_real)))
+                    continue
                 listing = self.fs.ls(self._path(folder), detail=True)
-            except (FileNotFoundError, UnsafePath):
+            except (FileNotFoundError, NotADirectoryError, UnsafePath):
                 continue
             for info in listing:
-                sizes[_rel(self.root, info["name"])] = info.get("size")
+                sizes[_rel(self.root, info["name"])] = _remote_size(info)
         return sizes
 
-    def _sizes_one_by_one(self, records: list[CheckpointRecord]) -> dict[str, int | None]:
-        sizes: dict[str, int | None] = {}
+    def _sizes_one_by_one(self, records: list[CheckpointRecord]) -> dict[str, Size]:
+        sizes: dict[str, Size] = {}
         for record in records:
-            if record.location:
-                try:
-                    sizes[posixpath.normpath(record.location)] = self.fs.info(
-                        self._path(record.location)).get("size")
-                except (FileNotFoundError, UnsafePath):
-                    continue
+            if not record.location:
+                continue
+            key = posixpath.normpath(record.location)
+            try:
+                path = self._path(record.location)
+                if is_local(self.fs):
+                    sizes[key] = local_file_size(path, str(self.root_real))
+                else:
+                    sizes[key] = _remote_size(self.fs.info(path))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except REFUSED as exc:
+                sizes[key] = (_refusal_check(exc), str(exc))
         return sizes
 
     def _structural_problem(
-        self, record: CheckpointRecord, sizes: dict[str, int | None]
-    ) -> tuple[str, str] | None:
+        self, record: CheckpointRecord, sizes: dict[str, Size]
+    ) -> tuple[Check, str] | None:
         if record.status == "incomplete":
             return (Check.INCOMPLETE, record.status_reason or "save never committed")
         if not record.location:
@@ -277,6 +393,8 @@ class NativeReader(Reader):
         if location not in sizes:
             return (Check.BLOB_MISSING, f"blob {record.location} does not exist")
         actual = sizes[location]
+        if isinstance(actual, tuple):
+            return actual
         if record.size_bytes is not None and actual is not None and actual != record.size_bytes:
             return (Check.SIZE_MISMATCH, f"blob is {actual} bytes, catalog says {record.size_bytes}")
         return None
@@ -331,14 +449,70 @@ def _stamp(info: Mapping[str, Any]) -> str:
     return str(info.get("size"))
 
 
-def _local_stamps(path: str, suffix: str) -> dict[str, str]:
-    """Name -> "size:mtime" of a local folder's files (os.scandir: 10x fsspec's ls)."""
+def _local_stamps(path: str, suffix: str) -> tuple[dict[str, str], list[str]]:
+    """(name -> "size:mtime" of a local folder's regular files, names refused).
+
+    os.scandir is 10x fsspec's ls. Symlinks and special files (FIFOs, devices)
+    are refused: nothing in the catalog is read through a link."""
+    stamps: dict[str, str] = {}
+    refused: list[str] = []
     try:
         with os.scandir(path) as entries:
-            return {e.name: f"{e.stat().st_size}:{e.stat().st_mtime}" for e in entries
-                    if e.is_file() and e.name.endswith(suffix) and not is_temp_name(e.name)}
-    except FileNotFoundError:
-        return {}
+            for e in entries:
+                if not e.name.endswith(suffix) or is_temp_name(e.name):
+                    continue
+                if e.is_file(follow_symlinks=False):
+                    info = e.stat(follow_symlinks=False)
+                    stamps[e.name] = f"{info.st_size}:{info.st_mtime}"
+                else:
+                    refused.append(e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}, []
+    return stamps, refused
+
+
+def _local_sizes(path: str, folder: str, root_real: str) -> dict[str, Size]:
+    """Sizes of a local blob folder's entries; links are resolved and must stay in the store."""
+    sizes: dict[str, Size] = {}
+    with os.scandir(path) as entries:
+        for e in entries:
+            key = posixpath.normpath(f"{folder}/{e.name}")
+            if e.is_file(follow_symlinks=False):
+                sizes[key] = e.stat(follow_symlinks=False).st_size
+                continue
+            try:
+                sizes[key] = local_file_size(e.path, root_real)
+            except FileNotFoundError:
+                sizes[key] = (Check.BLOB_MISSING, f"blob {key} is a dangling link")
+            except REFUSED as exc:
+                sizes[key] = (_refusal_check(exc), str(exc))
+    return sizes
+
+
+def _remote_size(info: Mapping[str, Any]) -> Size:
+    if info.get("type", "file") != "file":
+        return (Check.NOT_A_FILE, f"{info.get('name')} is not a file ({info.get('type')})")
+    return info.get("size")
+
+
+def _refusal_check(exc: BaseException) -> Check:
+    if isinstance(exc, (validate.Invalid, DecodeError)):
+        return exc.check
+    if isinstance(exc, UnsafePath):
+        return Check.UNSAFE_PATH
+    if isinstance(exc, NotAFile):
+        return Check.NOT_A_FILE
+    if isinstance(exc, TooLarge):
+        return Check.TOO_LARGE
+    return Check.CATALOG_UNREADABLE
+
+
+def _key(ref: Mapping[str, Any]) -> tuple[str, str]:
+    return (str(ref.get("location")), str(ref.get("checksum")))
+
+
+def _cid(ref: Mapping[str, Any]) -> str:
+    return str(ref.get("checkpoint_id"))[:limits.MAX_ID_CHARS]
 
 
 def _parse_token(token: str | None) -> dict[str, dict[str, str]] | None:
@@ -363,44 +537,34 @@ def _something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
     return (gone and not grew) or (gone_pending and not after["tail"] and not grew)
 
 
-def _parse_json_object(data: Any) -> dict[str, Any] | None:
-    if not isinstance(data, bytes):
-        return None
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _parse_tail_file(path: str, data: Any, root: str, findings: list[Finding]) -> list[dict[str, Any]]:
-    name = _rel(root, path)
-    if not isinstance(data, bytes):
-        findings.append(Finding(Check.CATALOG_UNREADABLE, "error", f"{name}: cannot be read ({data})"))
-        return []
+def _parse_tail_file(name: str, data: bytes, findings: list[Finding]) -> list[dict[str, Any]]:
+    """Valid entries of one tail file; each invalid line is a finding naming file:line."""
     entries = []
     for lineno, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            entries.append(nf.parse_entry(line))
-        except (ValueError, TypeError) as exc:
-            findings.append(Finding(Check.CATALOG_LINE, "error", f"{name}:{lineno}: malformed catalog line: {exc}"))
+            entry, problem = nf.parse_entry_checked(line)
+        except validate.Invalid as exc:
+            findings.append(Finding(Check.CATALOG_LINE, "error",
+                                    f"{name}:{lineno}: malformed catalog line: {exc}"))
+            continue
+        if problem:
+            findings.append(Finding(Check.METADATA_INVALID, "warning", f"{name}:{lineno}: {problem}",
+                                    entry["run_id"], entry["namespace"], entry["checkpoint_id"]))
+        entries.append(entry)
     return entries
 
 
-def _pending_record(path: str, data: Any) -> CheckpointRecord | None:
-    marker = _parse_json_object(data)
-    if not marker or not marker.get("checkpoint_id") or not marker.get("run_id"):
-        return None
-    started = nf.parse_time(marker.get("started_at"))
+def _pending_record(marker: dict[str, Any]) -> CheckpointRecord:
+    started = marker["started_at"]
     return CheckpointRecord(
         run_id=marker["run_id"], checkpoint_id=marker["checkpoint_id"],
-        namespace=marker.get("namespace") or "", parent_id=marker.get("parent_id"),
-        step=marker.get("step"), created_at=started, trigger=marker.get("trigger"),
-        kind=marker.get("kind") or "full", status="incomplete",
+        namespace=marker["namespace"], parent_id=marker["parent_id"],
+        step=marker["step"], created_at=started, trigger=marker["trigger"],
+        kind=marker["kind"], status="incomplete",
         status_reason=f"save started {_when(started)} but never committed (no commit marker)",
-        agent=marker.get("agent"), codec=marker.get("codec"), location=marker.get("location"),
+        agent=marker["agent"], codec=marker["codec"], location=marker["location"],
     )
 
 
@@ -408,13 +572,12 @@ def _when(ts: datetime | None) -> str:
     return nf.iso(ts) if ts else "at an unknown time"
 
 
-def _ids(fs: Any, batch: pa.Table | ParquetSource) -> list[str]:
+def _ids(batch: pa.Table | ParquetSource) -> list[str]:
     if not isinstance(batch, ParquetSource):
         return batch.column("checkpoint_id").to_pylist()
     ids: list[str] = []
     for path in batch.paths:
-        with fs.open(path, "rb") as handle:
-            ids += nf.read_part(handle, columns=("checkpoint_id",)).column(0).to_pylist()
+        ids += nf.read_part(path, columns=("checkpoint_id",)).column(0).to_pylist()
     return ids
 
 
@@ -447,9 +610,21 @@ def _events(entries: pa.Table | str) -> pa.Table:
         con.close()
     found = []
     for run_id, namespace, checkpoint_id, created_at, metadata in rows:
-        event = json.loads(metadata or "{}").get("event")
+        try:
+            event = json.loads(metadata or "{}").get("event")
+        except (ValueError, AttributeError, RecursionError):
+            continue
         if isinstance(event, dict):
             found.append({"run_id": run_id, "namespace": namespace, "checkpoint_id": checkpoint_id,
-                          "created_at": created_at, "kind": str(event.get("kind", "event")),
-                          "channel": None, "task_id": None, "message": event.get("message")})
+                          "created_at": created_at, "kind": _event_text(event.get("kind", "event"), 64),
+                          "channel": None, "task_id": None,
+                          "message": _event_text(event.get("message"), limits.MAX_TEXT_CHARS)})
     return rows_table(found, EVENT_SCHEMA)
+
+
+def _event_text(value: Any, limit: int) -> str | None:
+    """An event field as bounded text (events come from untrusted metadata)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str)[:limit]
+    return text[:limit].encode("utf-8", "replace").decode("utf-8")

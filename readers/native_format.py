@@ -24,8 +24,10 @@ from typing import Any
 import msgpack
 import pyarrow as pa
 
+from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
+from lastgood.readers import validate
 from lastgood.readers.base import CHECKPOINT_SCHEMA, rows_table
 
 FORMAT_NAME = "lastgood-native"
@@ -46,7 +48,6 @@ PATCH_TAG = "lastgood_patch"
 # Catalog entries (tail lines and parquet parts): the index's columns minus the statuses,
 # which a reader derives (pending markers, verification) rather than stores.
 ENTRY_SCHEMA = pa.schema([f for f in CHECKPOINT_SCHEMA if f.name not in ("status", "status_reason")])
-REQUIRED_FIELDS = ("run_id", "checkpoint_id", "location", "codec")
 
 
 def new_checkpoint_id(now_ms: int | None = None) -> str:
@@ -76,13 +77,8 @@ def iso(ts: datetime) -> str:
 
 
 def parse_time(value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, UTC)
-    text = str(value).replace("Z", "+00:00")
-    parsed = datetime.fromisoformat(text)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    """A time from a catalog field; ValueError (validate.Invalid) when it is not one."""
+    return validate.timestamp(value, "time")
 
 
 # ---- payloads ---------------------------------------------------------------
@@ -96,24 +92,50 @@ def encode_payload(value: Any, codec: str) -> bytes:
 
 
 def decode_payload(data: bytes, codec: str) -> Any:
-    """Plain data from a payload; never imports or calls anything named in it."""
+    """Plain data from a payload; never imports or calls anything named in it.
+
+    Bounded: nesting deeper than limits.MAX_DEPTH or more than MAX_STATE_COST
+    values is a DecodeError (TOO_DEEP / TOO_LARGE), not a RecursionError."""
     if codec == "json":
         try:
-            return json.loads(data)
+            value = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise DecodeError(f"json payload does not decode: {exc}") from None
-    if codec == "msgpack":
-        return _decode_msgpack(data)
-    raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})", Check.UNKNOWN_CODEC)
+        except RecursionError:
+            raise DecodeError("json payload is nested too deeply", Check.TOO_DEEP) from None
+    elif codec == "msgpack":
+        value = _decode_msgpack(data)
+    else:
+        raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})", Check.UNKNOWN_CODEC)
+    try:
+        validate.check_state(value, "payload", len(data))
+    except validate.Invalid as exc:
+        raise DecodeError(str(exc), exc.check) from None
+    return value
 
 
 def _decode_msgpack(data: bytes) -> Any:
     try:
         return msgpack.unpackb(
-            data, raw=False, strict_map_key=False, ext_hook=_plain_ext, use_list=True
+            data, raw=False, strict_map_key=False, ext_hook=_plain_ext, use_list=True,
+            object_pairs_hook=_pairs_as_dict,
         )
-    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+    except msgpack.StackError:
+        raise DecodeError("msgpack payload is nested too deeply", Check.TOO_DEEP) from None
+    except (msgpack.ExtraData, msgpack.FormatError, ValueError, TypeError) as exc:
         raise DecodeError(f"msgpack payload does not decode: {exc}") from None
+
+
+def _pairs_as_dict(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """A msgpack map; keys that cannot be dict keys (lists, maps) become their JSON text."""
+    out: dict[Any, Any] = {}
+    for key, value in pairs:
+        if isinstance(key, (list, dict)):
+            key = json.dumps(key, sort_keys=True, default=str)
+        elif isinstance(key, bytes):
+            key = key.decode("utf-8", "backslashreplace")
+        out[key] = value
+    return out
 
 
 def _plain_ext(code: int, data: bytes) -> dict[str, Any]:
@@ -143,29 +165,14 @@ def entry_line(entry: dict[str, Any]) -> bytes:
 
 def parse_entry(line: bytes) -> dict[str, Any]:
     """A catalog entry from one JSON line; ValueError says what is wrong."""
-    try:
-        row = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not valid JSON ({exc})") from None
-    if not isinstance(row, dict):
-        raise ValueError("not a JSON object")
-    missing = [f for f in REQUIRED_FIELDS if not row.get(f)]
-    if missing:
-        raise ValueError(f"missing field(s) {', '.join(missing)}")
-    return _normalise_entry(row)
+    return parse_entry_checked(line)[0]
 
 
-def _normalise_entry(row: dict[str, Any]) -> dict[str, Any]:
-    out = {name: row.get(name) for name in ENTRY_SCHEMA.names}
-    out["namespace"] = out["namespace"] or ""
-    out["kind"] = out["kind"] or "full"
-    out["created_at"] = parse_time(out["created_at"])
-    meta = out["metadata"]
-    out["metadata"] = meta if isinstance(meta, str) else json.dumps(meta or {}, sort_keys=True)
-    for name in ("step", "size_bytes"):
-        if out[name] is not None:
-            out[name] = int(out[name])
-    return out
+def parse_entry_checked(line: bytes) -> tuple[dict[str, Any], str | None]:
+    """(entry, metadata problem or None) from one JSON line; validate.Invalid when unusable."""
+    if len(line) > limits.MAX_LINE_BYTES:
+        raise validate.Invalid(f"line is longer than {limits.MAX_LINE_BYTES} bytes", Check.TOO_LARGE)
+    return validate.native_entry(validate.loads(line, "line"))
 
 
 def entries_table(entries: list[dict[str, Any]]) -> pa.Table:

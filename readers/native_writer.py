@@ -257,6 +257,8 @@ class NativeWriter:
             self.fs.rm_file(self._path(f"{nf.PARTS}/{old}"))
         for tail in good:
             self.fs.rm_file(self._path(f"{nf.TAIL}/{tail}"))
+        if bad:
+            self.fs.makedirs(self._path(nf.REJECTED), exist_ok=True)
         for tail in bad:
             self.fs.mv(self._path(f"{nf.TAIL}/{tail}"), self._path(f"{nf.REJECTED}/{tail}"))
         return CompactionReport(merged.num_rows, len(parts), len(good), len(bad), name)
@@ -292,9 +294,12 @@ def _parse_lines(data: bytes) -> tuple[list[dict[str, Any]], bool]:
     for line in data.splitlines():
         if line.strip():
             try:
-                entries.append(nf.parse_entry(line))
+                entry, problem = nf.parse_entry_checked(line)
             except (ValueError, TypeError):
                 malformed = True
+                continue
+            entries.append(entry)
+            malformed = malformed or problem is not None  # keep the original line: reject the file
     return entries, malformed
 
 

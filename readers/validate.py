@@ -1,0 +1,344 @@
+"""The validation boundary: everything a reader parses from a store is checked here, once.
+
+Catalog entries, head pointers, pending markers, store markers and LangGraph rows
+arrive as untrusted JSON or database values. Each ``valid_*`` function returns a
+clean value (right types, ranges and encodings) or raises ``Invalid`` saying what
+is wrong; the reader turns that into a finding naming the file, line or row, and
+everything valid still loads. Past this boundary the rest of Lastgood may trust
+types: ids are short valid UTF-8 strings, steps fit in 64 bits, times are real
+times, metadata is a JSON object.
+
+Also here: iterative measures of decoded data (``depth_exceeds``, ``cost``) so a
+state nested 10,000 deep or a patch bomb becomes a finding, not a RecursionError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from lastgood import limits
+from lastgood.checks import Check
+from lastgood.errors import ReaderError
+
+
+class Invalid(ValueError):
+    """A parsed value is not acceptable; the message says which field and why."""
+
+    def __init__(self, message: str, check: Check = Check.ROW_INVALID) -> None:
+        super().__init__(message)
+        self.check = check
+
+
+# ---- scalars -------------------------------------------------------------------------
+
+def text(value: Any, field: str, *, required: bool = False,
+         max_chars: int = limits.MAX_ID_CHARS) -> str | None:
+    """A string field: valid UTF-8 (no lone surrogates), no NUL, bounded length."""
+    if value is None or value == "":
+        if required:
+            raise Invalid(f"{field} is missing")
+        return None if value is None else ""
+    if not isinstance(value, str):
+        raise Invalid(f"{field} must be a string, not {type(value).__name__}")
+    if len(value) > max_chars:
+        raise Invalid(f"{field} is {len(value)} characters long (limit {max_chars})")
+    if "\x00" in value:
+        raise Invalid(f"{field} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Invalid(f"{field} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def integer(value: Any, field: str, *, minimum: int = -limits.MAX_INT64,
+            maximum: int = limits.MAX_INT64) -> int | None:
+    """An integer field (integral finite floats accepted), within 64 bits and the range."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Invalid(f"{field} must be an integer, not {type(value).__name__}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise Invalid(f"{field} must be an integer, not {value!r}")
+        value = int(value)
+    if not minimum <= value <= maximum:
+        raise Invalid(f"{field} {value} is out of range ({minimum}..{maximum})")
+    return value
+
+
+MAX_EPOCH = datetime(limits.MAX_YEAR, 12, 31, tzinfo=UTC).timestamp()
+MIN_EPOCH = datetime(limits.MIN_YEAR, 1, 1, tzinfo=UTC).timestamp()
+
+
+def timestamp(value: Any, field: str) -> datetime | None:
+    """A time: ISO 8601 text or epoch seconds, between MIN_YEAR and MAX_YEAR (UTC if naive)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise Invalid(f"{field} must be a time, not a boolean")
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, (int, float)):
+        if not (isinstance(value, int) or math.isfinite(value)) or not MIN_EPOCH <= value <= MAX_EPOCH:
+            raise Invalid(f"{field} {value!r} is not a time between {limits.MIN_YEAR} and {limits.MAX_YEAR}")
+        return datetime.fromtimestamp(value, UTC)
+    raw = text(value, field, max_chars=64)
+    try:
+        parsed = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid(f"{field} {raw!r} is not an ISO 8601 time") from None
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise Invalid(f"{field} {raw!r} is out of range") from None
+    if not limits.MIN_YEAR <= parsed.astimezone(UTC).year <= limits.MAX_YEAR:
+        raise Invalid(f"{field} {raw!r} is not between {limits.MIN_YEAR} and {limits.MAX_YEAR}")
+    return parsed
+
+
+def choice(value: Any, field: str, allowed: tuple[str, ...], default: str) -> str:
+    if value is None or value == "":
+        return default
+    if value not in allowed:
+        raise Invalid(f"{field} {_short(value)} is not one of {', '.join(allowed)}")
+    return str(value)
+
+
+def metadata_text(value: Any, field: str = "metadata") -> str:
+    """Metadata as JSON text of an object: a dict, or text holding one."""
+    if value is None or value == "":
+        return "{}"
+    if isinstance(value, str):
+        text(value, field, max_chars=limits.MAX_METADATA_CHARS)
+        value = loads(value.encode("utf-8"), field)
+    if not isinstance(value, dict):
+        raise Invalid(f"{field} must be a JSON object, not {type(value).__name__}", Check.METADATA_INVALID)
+    if depth_exceeds(value, limits.MAX_DEPTH):
+        raise Invalid(f"{field} is nested deeper than {limits.MAX_DEPTH}", Check.METADATA_INVALID)
+    try:
+        out = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        out.encode("utf-8")
+    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+        raise Invalid(f"{field} is not plain JSON ({exc})", Check.METADATA_INVALID) from None
+    if len(out) > limits.MAX_METADATA_CHARS:
+        raise Invalid(f"{field} is larger than {limits.MAX_METADATA_CHARS} characters",
+                      Check.METADATA_INVALID)
+    return out
+
+
+def loads(data: bytes, what: str) -> Any:
+    """JSON from bytes; every failure (bad UTF-8, syntax, nesting) is Invalid."""
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Invalid(f"{what} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise Invalid(f"{what} is nested too deeply", Check.TOO_DEEP) from None
+
+
+def json_object(data: bytes, what: str, max_bytes: int = limits.MAX_SMALL_FILE_BYTES) -> dict[str, Any]:
+    if len(data) > max_bytes:
+        raise Invalid(f"{what} is larger than {max_bytes} bytes", Check.TOO_LARGE)
+    value = loads(data, what)
+    if not isinstance(value, dict):
+        raise Invalid(f"{what} is not a JSON object")
+    return value
+
+
+def _short(value: Any, width: int = 40) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
+# ---- native records --------------------------------------------------------------------
+
+ENTRY_KINDS = ("full", "incremental")
+
+
+def native_entry(row: Any) -> tuple[dict[str, Any], str | None]:
+    """(a clean catalog entry, a metadata problem or None); Invalid when the entry is unusable.
+
+    Bad metadata alone does not drop a checkpoint: it is listed with ``{}`` and
+    the problem is reported."""
+    if not isinstance(row, dict):
+        raise Invalid(f"a catalog entry must be a JSON object, not {type(row).__name__}")
+    out = {
+        "run_id": text(row.get("run_id"), "run_id", required=True),
+        "checkpoint_id": text(row.get("checkpoint_id"), "checkpoint_id", required=True),
+        "namespace": text(row.get("namespace"), "namespace") or "",
+        "parent_id": text(row.get("parent_id"), "parent_id"),
+        "step": integer(row.get("step"), "step"),
+        "created_at": timestamp(row.get("created_at"), "created_at"),
+        "trigger": text(row.get("trigger"), "trigger", max_chars=limits.MAX_TEXT_CHARS),
+        "kind": choice(row.get("kind"), "kind", ENTRY_KINDS, "full"),
+        "size_bytes": integer(row.get("size_bytes"), "size_bytes", minimum=0),
+        "checksum": text(row.get("checksum"), "checksum", max_chars=128),
+        "agent": text(row.get("agent"), "agent"),
+        "codec": text(row.get("codec"), "codec", required=True, max_chars=64),
+        "location": text(row.get("location"), "location", required=True),
+    }
+    try:
+        out["metadata"] = metadata_text(row.get("metadata"))
+        return out, None
+    except Invalid as exc:
+        out["metadata"] = "{}"
+        return out, str(exc)
+
+
+def native_head(value: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(run_id, checkpoint_id, namespace) of a head pointer."""
+    return (str(text(value.get("run_id"), "run_id", required=True)),
+            str(text(value.get("checkpoint_id"), "checkpoint_id", required=True)),
+            text(value.get("namespace"), "namespace") or "")
+
+
+def native_pending(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a pending marker (a save in progress), validated."""
+    return {
+        "run_id": text(value.get("run_id"), "run_id", required=True),
+        "checkpoint_id": text(value.get("checkpoint_id"), "checkpoint_id", required=True),
+        "namespace": text(value.get("namespace"), "namespace") or "",
+        "parent_id": text(value.get("parent_id"), "parent_id"),
+        "step": integer(value.get("step"), "step"),
+        "started_at": timestamp(value.get("started_at"), "started_at"),
+        "trigger": text(value.get("trigger"), "trigger", max_chars=limits.MAX_TEXT_CHARS),
+        "kind": choice(value.get("kind"), "kind", ENTRY_KINDS, "full"),
+        "agent": text(value.get("agent"), "agent"),
+        "codec": text(value.get("codec"), "codec", max_chars=64),
+        "location": text(value.get("location"), "location"),
+    }
+
+
+def store_marker(value: Any, url: str, name: str, version: int) -> None:
+    """Refuse a store whose marker names another format or a version this code does not know."""
+    if not isinstance(value, dict) or value.get("format") != name:
+        raise ReaderError(f"{url} is not a {name} store (its marker names format "
+                          f"{_short(value.get('format') if isinstance(value, dict) else value)})")
+    found = value.get("version")
+    if isinstance(found, bool) or not isinstance(found, int) or found != version:
+        raise ReaderError(f"{url} uses {name} format version {_short(found)}; this Lastgood reads "
+                          f"version {version} only — upgrade Lastgood to read it")
+
+
+# ---- compacted parts ------------------------------------------------------------------
+
+_PART_PROBLEMS = f"""
+SELECT count(*) FILTER (WHERE {{bad}}) AS bad, count(*) AS n,
+       count(DISTINCT (run_id, coalesce(namespace, ''), checkpoint_id)) AS distinct_ids
+FROM {{source}}"""
+_BAD_ROW = " OR ".join([
+    *[f"coalesce({c}, '') = '' OR length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
+      for c in ("run_id", "checkpoint_id", "location", "codec")],
+    *[f"length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
+      for c in ("namespace", "parent_id", "agent")],
+    "coalesce(kind, 'full') NOT IN ('full', 'incremental')",
+    "size_bytes < 0",
+    f"year(created_at) NOT BETWEEN {limits.MIN_YEAR} AND {limits.MAX_YEAR}",
+    "(coalesce(metadata, '') <> '' AND (NOT coalesce(json_valid(metadata), false) "
+    "OR json_type(metadata) <> 'OBJECT'))",
+])
+
+
+def part_is_clean(source: Any, rows: int) -> bool:
+    """True when every row of a compacted part (a local Parquet path or an Arrow
+    table) is valid and no (run, namespace, checkpoint) repeats — checked in DuckDB
+    without turning rows into Python. False sends the part down ``part_entries``."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        if isinstance(source, str):
+            sql, params = _PART_PROBLEMS.format(bad=_BAD_ROW, source="read_parquet($path)"), {"path": source}
+        else:
+            con.register("part", source)
+            sql, params = _PART_PROBLEMS.format(bad=_BAD_ROW, source="part"), {}
+        bad, n, distinct = con.execute(sql, params).fetchone()
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+    return bad == 0 and n == distinct == rows
+
+
+def part_entries(table: Any, name: str, findings: list[Any]) -> list[dict[str, Any]]:
+    """The valid rows of a part that failed ``part_is_clean``; a finding per bad row.
+
+    Rows are validated one by one (like tail lines); a repeated checkpoint keeps
+    its last row. A column that cannot be read at all fails the whole part."""
+    from lastgood.readers.base import Finding
+
+    try:
+        rows = table.to_pylist()
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Invalid(f"rows cannot be read ({exc})", Check.CATALOG_UNREADABLE) from None
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for number, row in enumerate(rows):
+        try:
+            entry, problem = native_entry(row)
+        except Invalid as exc:
+            findings.append(Finding(Check.ROW_INVALID, "error", f"{name} row {number}: {exc}"))
+            continue
+        if problem:
+            findings.append(Finding(Check.METADATA_INVALID, "warning", f"{name} row {number}: {problem}",
+                                    entry["run_id"], entry["namespace"], entry["checkpoint_id"]))
+        entries[(entry["run_id"], entry["namespace"], entry["checkpoint_id"])] = entry
+    return list(entries.values())
+
+
+# ---- decoded data ------------------------------------------------------------------------
+
+def depth_exceeds(value: Any, limit: int = limits.MAX_DEPTH) -> bool:
+    """True when containers in ``value`` nest deeper than ``limit`` (iterative)."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def cost(value: Any, budget: int = limits.MAX_STATE_COST) -> int:
+    """Nodes in ``value`` plus one per 256 characters of text; stops counting past ``budget``.
+
+    Shared sub-objects count every time they appear: that is what rendering them costs."""
+    total = 0
+    stack = [value]
+    while stack and total <= budget:
+        node = stack.pop()
+        total += 1
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            total += len(node)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif isinstance(node, (str, bytes)):
+            total += len(node) // 256
+    return total
+
+
+def check_state(value: Any, what: str = "state", encoded_bytes: int | None = None) -> None:
+    """Invalid (TOO_DEEP / TOO_LARGE) when a decoded state is beyond the bounds.
+
+    ``encoded_bytes`` (the payload's size) skips walks that cannot fail: every
+    level of nesting and every value takes at least one byte to encode."""
+    small = encoded_bytes is not None
+    if (not small or encoded_bytes > limits.MAX_DEPTH) and depth_exceeds(value, limits.MAX_DEPTH):
+        raise Invalid(f"{what} is nested deeper than {limits.MAX_DEPTH} levels", Check.TOO_DEEP)
+    if small and encoded_bytes * 2 < limits.MAX_STATE_COST:
+        return
+    if cost(value) > limits.MAX_STATE_COST:
+        raise Invalid(f"{what} is larger than {limits.MAX_STATE_COST:,} values", Check.TOO_LARGE)
