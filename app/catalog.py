@@ -75,6 +75,21 @@ MIGRATIONS: list[str] = [
            count(*) FILTER (WHERE c.status = 'superseded') AS superseded
     FROM checkpoints c GROUP BY c.store_id, c.run_id;
     """,
+    # 3: when a checkpoint's data was last read (--read-data-subset covers the least recent first)
+    """
+    ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS data_checked_at TIMESTAMPTZ;
+    """,
+    # 4: what each checkpoint changed against its parent, and fields tracked over time (lastgood.investigate)
+    """
+    CREATE TABLE IF NOT EXISTS step_changes (
+        store_id INTEGER NOT NULL, run_id TEXT NOT NULL, namespace TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL, parent_id TEXT, added INTEGER, removed INTEGER,
+        changed INTEGER, moved INTEGER, paths TEXT[], error TEXT, computed_at TIMESTAMPTZ);
+    CREATE TABLE IF NOT EXISTS tracked_values (
+        store_id INTEGER NOT NULL, run_id TEXT NOT NULL, namespace TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT, value JSON, number DOUBLE,
+        length BIGINT, error TEXT, tracked_at TIMESTAMPTZ);
+    """,
 ]
 
 CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_SCHEMA.names)
@@ -196,32 +211,61 @@ class Catalog:
 
     def record_findings(self, store_id: int, checkpoint_ids: list[str], findings: list[Finding],
                         depth: str) -> None:
-        """Replace the findings of ``checkpoint_ids`` and set their statuses from them."""
+        """Replace the findings a check at ``depth`` makes for ``checkpoint_ids`` and set
+        their statuses from every finding they have (one transaction).
+
+        A structure check replaces structure findings only (what a data check found
+        stays true until a data check says otherwise); a data check replaces both.
+        ``verified`` never goes down from 'data' to 'structure'."""
+        replaced = ["structure", "data"] if depth == "data" else ["structure"]
+        now = datetime.now(UTC)
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
-            _temp_table(con, "checked_ids", {"checkpoint_id": ("VARCHAR", checkpoint_ids)})
-            con.execute("""DELETE FROM findings WHERE store_id = ? AND depth IN ('structure', 'data')
-                           AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""", [store_id])
-            _insert_findings(con, store_id, findings, depth)
-            con.execute("""UPDATE checkpoints SET verified = ?
-                           WHERE store_id = ? AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""",
-                        [depth, store_id])
-            _reset_statuses(con, store_id, "checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)")
-            _apply_error_statuses(con, store_id)
-            con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?",
-                        [datetime.now(UTC), store_id])
-            con.execute("COMMIT")
-            con.execute("DROP TABLE IF EXISTS checked_ids")
+            try:
+                _temp_table(con, "checked_ids", {"checkpoint_id": ("VARCHAR", checkpoint_ids)})
+                con.execute("""DELETE FROM findings WHERE store_id = $sid
+                               AND depth IN (SELECT unnest($depths::VARCHAR[]))
+                               AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""",
+                            {"sid": store_id, "depths": replaced})
+                _insert_findings(con, store_id, findings, depth)
+                con.execute("""UPDATE checkpoints SET
+                                   verified = CASE WHEN $depth = 'structure' AND verified = 'data'
+                                                   THEN 'data' ELSE $depth END,
+                                   data_checked_at = CASE WHEN $depth = 'data' THEN $now
+                                                          ELSE data_checked_at END
+                               WHERE store_id = $sid
+                                 AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""",
+                            {"depth": depth, "now": now, "sid": store_id})
+                _reset_statuses(con, store_id, "checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)")
+                _apply_error_statuses(con, store_id)
+                con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?", [now, store_id])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            finally:
+                con.execute("DROP TABLE IF EXISTS checked_ids")
 
     def replace_lineage_findings(self, store_id: int, findings: list[Finding]) -> None:
-        """Replace the store's lineage findings (parents missing, chains built on damage)."""
+        """Replace the store's lineage findings (parents missing, cycles, chains built on damage)."""
+        self._replace_store_wide(store_id, findings, "lineage")
+
+    def replace_content_findings(self, store_id: int, findings: list[Finding]) -> None:
+        """Replace the store's store-wide content findings (size spikes)."""
+        self._replace_store_wide(store_id, findings, "content")
+
+    def _replace_store_wide(self, store_id: int, findings: list[Finding], depth: str) -> None:
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
-            con.execute("DELETE FROM findings WHERE store_id = ? AND depth = 'lineage'", [store_id])
-            _insert_findings(con, store_id, findings, "lineage")
-            _reset_statuses(con, store_id, "status <> listed_status")
-            _apply_error_statuses(con, store_id)
-            con.execute("COMMIT")
+            try:
+                con.execute("DELETE FROM findings WHERE store_id = ? AND depth = ?", [store_id, depth])
+                _insert_findings(con, store_id, findings, depth)
+                _reset_statuses(con, store_id, "status <> listed_status")
+                _apply_error_statuses(con, store_id)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
 
 
 def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str) -> None:

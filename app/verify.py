@@ -2,23 +2,69 @@
 
 Two depths, like restic: ``structure`` (blob present, sizes, paths, codecs,
 parents) and ``data`` (re-hash and decode every blob, replay incremental
-chains). Readers contribute format checks through ``check_checkpoints``;
-the parent checks are generic SQL over the index.
+chains, and the content checks on each decoded state). Readers contribute
+format checks through ``check_checkpoints``; lineage (parents missing,
+cycles, chains built on damage) and size spikes are SQL over the index.
+
+Findings are one set, kept in the index with the depth and time they were
+found: ``catalog`` (listing), ``structure``, ``data`` (data and content
+checks of one checkpoint), ``lineage`` and ``content`` (store-wide, replaced
+on every verification). A re-check of a checkpoint replaces its findings at
+that depth (a structure re-check leaves what a data check found; a data
+re-check replaces both). :func:`store_findings` is what every surface shows.
 """
 
 from __future__ import annotations
 
-from lastgood.checks import Check
+import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from lastgood.catalog import Catalog
-from lastgood.errors import DecodeError
+from lastgood.checks import Check
+from lastgood.content_checks import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_CHECKPOINTS, Shape, drift_findings
+from lastgood.errors import UsageError
+from lastgood.parallel import CHUNK, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
+from lastgood.parallel import reader_findings as reader_findings  # re-exported
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, record_from_row
 
 Progress = Callable[[int, int | None], None]
+OnFindings = Callable[[list[Finding]], None]
 BATCH = 2_000
+FLUSH_SECONDS = 15.0  # a long check records what it has found at least this often
+DEPTHS = ("structure", "data")
+# the depths of findings a check at each depth may report (lineage and content are store-wide)
+DEPTH_ORDER = {"catalog": 0, "structure": 1, "lineage": 1, "content": 1, "data": 2}
+
+
+@dataclass(frozen=True)
+class Subset:
+    """A part of the store for ``--read-data-subset``: bucket ``n`` of ``m``, or ``percent``."""
+
+    n: int = 0
+    m: int = 0
+    percent: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str) -> Subset:
+        text = text.strip()
+        if match := re.fullmatch(r"(\d+)/(\d+)", text):
+            n, m = int(match[1]), int(match[2])
+            if not 1 <= n <= m:
+                raise UsageError(f"--read-data-subset {text}: need 1 ≤ N ≤ M")
+            return cls(n=n, m=m)
+        if match := re.fullmatch(r"(\d+(?:\.\d+)?)%", text):
+            percent = float(match[1])
+            if not 0 < percent <= 100:
+                raise UsageError(f"--read-data-subset {text}: the percentage must be in (0, 100]")
+            return cls(percent=percent)
+        raise UsageError(f"--read-data-subset {text!r}: expected N/M (e.g. 1/5) or P% (e.g. 10%)")
+
+    def __str__(self) -> str:
+        return f"{self.n}/{self.m}" if self.m else f"{self.percent:g}%"
 
 
 @dataclass
@@ -27,59 +73,206 @@ class VerifyReport:
     findings: list[Finding] = field(default_factory=list)
     depth: str = "structure"
     seconds: float = 0.0
+    cancelled: bool = False
+    workers: int = 1
 
 
 def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: bool = False,
-                 only_unverified: bool = False, progress: Progress | None = None) -> VerifyReport:
-    """Check the store's checkpoints and record findings and statuses in the index."""
+                 only_unverified: bool = False, subset: Subset | None = None,
+                 workers: int | None = None, scheduler: str | None = None,
+                 progress: Progress | None = None, on_findings: OnFindings | None = None,
+                 cancel: threading.Event | None = None) -> VerifyReport:
+    """Check the store's checkpoints and record findings and statuses in the index.
+
+    Results are written in whole chunks: when ``cancel`` is set (or Ctrl-C
+    arrives) the chunks already checked are recorded with all their findings
+    and nothing else changes. ``on_findings`` sees findings as they arrive.
+    """
     started = time.perf_counter()
-    depth = "data" if read_data else "structure"
-    report = VerifyReport(depth=depth)
-    total = count_to_check(catalog, store_id, depth, only_unverified)
-    checked: list[str] = []
-    for chunk in _chunks(catalog, store_id, depth, only_unverified):
-        report.findings.extend(reader_findings(reader, chunk, read_data))
-        checked.extend(r.checkpoint_id for r in chunk)
-        report.checked += len(chunk)
-        if progress:
-            progress(report.checked, total)
-    if checked:
-        catalog.record_findings(store_id, checked, report.findings, depth)
-    if checked or not only_unverified:
-        lineage = parent_findings(catalog, store_id)
-        catalog.replace_lineage_findings(store_id, lineage)
-        report.findings.extend(lineage)
+    depth = "data" if read_data or subset else "structure"
+    selection = _Selection(depth, only_unverified, subset)
+    total = count_to_check(catalog, store_id, depth, only_unverified, subset)
+    report = VerifyReport(depth=depth, workers=_workers(workers, scheduler, depth, total))
+    recorder = _Recorder(catalog, store_id, depth)
+    try:
+        chunks = (_key_chunk(catalog, store_id, selection) if _set_based(reader, depth)
+                  else _chunks(catalog, store_id, selection))
+        for result in run_chunks(reader, chunks, depth == "data", workers=report.workers,
+                                 scheduler=scheduler if depth == "data" else None, cancel=cancel):
+            recorder.add(result)
+            report.findings.extend(result.findings)
+            report.checked += len(result.checkpoint_ids)
+            if on_findings and result.findings:
+                on_findings(result.findings)
+            if progress:
+                progress(report.checked, total)
+    except KeyboardInterrupt:
+        report.cancelled = True
+        _finish(catalog, store_id, recorder, report)
+        raise
+    report.cancelled = bool(cancel is not None and cancel.is_set())
+    _finish(catalog, store_id, recorder, report)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def reader_findings(reader: Reader, records: list[CheckpointRecord],
-                    read_data: bool) -> Iterator[Finding]:
-    """The reader's own checks, or (without them) a decode of each state."""
-    check = getattr(reader, "check_checkpoints", None)
-    if check is not None:
-        yield from check(records, read_data)
+def _workers(workers: int | None, scheduler: str | None, depth: str, total: int) -> int:
+    if workers is not None and workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if depth != "data" or scheduler:
+        return 1 if not scheduler else (workers or 1)
+    if workers is None:
+        return default_workers() if total >= MIN_PARALLEL_RECORDS else 1
+    return workers
+
+
+def _finish(catalog: Catalog, store_id: int, recorder: _Recorder, report: VerifyReport) -> None:
+    """Record the checked chunks, then the store-wide findings derived from them."""
+    recorder.flush()
+    if not recorder.recorded_any and report.checked == 0 and report.cancelled:
         return
-    if read_data:
-        for record in records:
-            yield from _decode_finding(reader, record)
+    report.findings.extend(recorder.drift)
+    lineage = parent_findings(catalog, store_id)
+    catalog.replace_lineage_findings(store_id, lineage)
+    spikes = size_spike_findings(catalog, store_id)
+    catalog.replace_content_findings(store_id, spikes)
+    report.findings.extend(lineage + spikes)
 
 
-def _decode_finding(reader: Reader, record: CheckpointRecord) -> Iterable[Finding]:
-    try:
-        reader.load_state(record)
-    except DecodeError as exc:
-        yield Finding(exc.check, "error", str(exc), record.run_id, record.namespace,
-                      record.checkpoint_id)
-    return ()
+class _Recorder:
+    """Collects chunk results and writes them to the index in whole chunks."""
 
+    def __init__(self, catalog: Catalog, store_id: int, depth: str) -> None:
+        self.catalog, self.store_id, self.depth = catalog, store_id, depth
+        self.ids: list[str] = []
+        self.findings: list[Finding] = []
+        self.shapes: dict[str, Shape] = {}
+        self.records: list[CheckpointRecord] = []
+        self.drift: list[Finding] = []
+        self.recorded_any = False
+        self.last_flush = time.monotonic()
+
+    def add(self, result: ChunkResult) -> None:
+        self.ids.extend(result.checkpoint_ids)
+        self.findings.extend(result.findings)
+        self.shapes.update(result.shapes)
+        if time.monotonic() - self.last_flush > FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.ids:
+            return
+        drift = self._drift() if self.depth == "data" else []
+        self.drift.extend(drift)
+        self.catalog.record_findings(self.store_id, self.ids, self.findings + drift, self.depth)
+        self.recorded_any = True
+        self.ids, self.findings, self.shapes = [], [], {}
+        self.last_flush = time.monotonic()
+
+    def _drift(self) -> list[Finding]:
+        """Schema drift between neighbours of the checked checkpoints, in each run's step order."""
+        records = ordered_records(self.catalog, self.store_id, list(self.shapes))
+        return list(drift_findings(records, self.shapes))
+
+
+# ---- what to check --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Selection:
+    depth: str
+    only_unverified: bool
+    subset: Subset | None
+
+    def where(self) -> tuple[str, dict[str, Any]]:
+        clauses, params = ["store_id = $sid"], {}
+        if self.only_unverified:
+            clauses.append("verified IS NULL" if self.depth == "structure"
+                           else "coalesce(verified, '') <> 'data'")
+        if self.subset and self.subset.m:
+            clauses.append("md5_number_lower(checkpoint_id) % $m = $bucket")
+            params.update(m=self.subset.m, bucket=self.subset.n - 1)
+        elif self.subset:
+            clauses.append("""checkpoint_id IN (SELECT checkpoint_id FROM checkpoints WHERE store_id = $sid
+                ORDER BY data_checked_at NULLS FIRST, md5_number_lower(checkpoint_id)
+                LIMIT (SELECT ceil(count(*) * $pct / 100) FROM checkpoints WHERE store_id = $sid))""")
+            params["pct"] = self.subset.percent
+        return " AND ".join(clauses), params
+
+
+def count_to_check(catalog: Catalog, store_id: int, depth: str, only_unverified: bool,
+                   subset: Subset | None = None) -> int:
+    """How many checkpoints a verification at ``depth`` would check."""
+    where, params = _Selection(depth, only_unverified, subset).where()
+    with catalog.connect() as con:
+        return int(con.execute(f"SELECT count(*) FROM checkpoints WHERE {where}",
+                               {"sid": store_id, **params}).fetchone()[0])
+
+
+VERIFY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "parent_id", "step", "kind", "status",
+                  "status_reason", "size_bytes", "checksum", "codec", "location", "metadata")
+
+
+def _chunks(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[list[CheckpointRecord]]:
+    """Checkpoints to check, a run at a time in step order (so chains reuse cached states).
+
+    Only the columns checks need are fetched (no timestamps: converting a
+    million of them to Python costs more than the checks)."""
+    where, params = selection.where()
+    sql = f"""SELECT {', '.join(VERIFY_COLUMNS)}, listed_status FROM checkpoints WHERE {where}
+              ORDER BY run_id, namespace, step, checkpoint_id"""
+    size = CHUNK if selection.depth == "data" else BATCH
+    with catalog.connect() as con:
+        cur = con.execute(sql, {"sid": store_id, **params})
+        names = [d[0] for d in cur.description]
+        while rows := cur.fetchmany(size):
+            yield [_record(dict(zip(names, row))) for row in rows]
+
+
+def _set_based(reader: Reader, depth: str) -> bool:
+    """Readers with ``check_structure(keys)`` check structure in a few set-based queries."""
+    return depth == "structure" and callable(getattr(reader, "check_structure", None))
+
+
+def _key_chunk(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[list[CheckpointRecord]]:
+    """Every checkpoint to check as one chunk of bare keys (no metadata parsed): a
+    set-based structure check is a few queries for any number of checkpoints."""
+    where, params = selection.where()
+    with catalog.connect() as con:
+        rows = con.execute(f"SELECT run_id, namespace, checkpoint_id FROM checkpoints WHERE {where}",
+                           {"sid": store_id, **params}).fetchall()
+    if rows:
+        yield [CheckpointRecord(run_id=r, namespace=ns, checkpoint_id=c) for r, ns, c in rows]
+
+
+def _record(row: dict) -> CheckpointRecord:
+    """The record as listed: verification judges the listing, not an earlier verdict."""
+    row["status"] = row.pop("listed_status") or row["status"]
+    return record_from_row(row)
+
+
+def ordered_records(catalog: Catalog, store_id: int, checkpoint_ids: list[str]) -> list[CheckpointRecord]:
+    """The runs of these checkpoints, every checkpoint in step order (neighbours for drift)."""
+    if not checkpoint_ids:
+        return []
+    with catalog.connect() as con:
+        cur = con.execute("""SELECT run_id, namespace, checkpoint_id FROM checkpoints
+            WHERE store_id = $sid AND (run_id, namespace) IN (SELECT (run_id, namespace) FROM checkpoints
+                  WHERE store_id = $sid AND checkpoint_id IN (SELECT unnest($ids::VARCHAR[])))
+            ORDER BY run_id, namespace, step, created_at, checkpoint_id""",
+                          {"sid": store_id, "ids": checkpoint_ids})
+        return [CheckpointRecord(run_id=r, namespace=ns, checkpoint_id=c) for r, ns, c in cur.fetchall()]
+
+
+# ---- store-wide findings --------------------------------------------------------------
 
 def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
-    """Parents missing from the store, and incremental checkpoints built on damage."""
+    """Parent cycles, parents missing from the store, and incremental checkpoints built on damage."""
+    cycles = _cycle_findings(catalog, store_id)
     with catalog.connect() as con:
-        params = {"sid": store_id, "parent_missing": str(Check.PARENT_MISSING)}
+        params = {"sid": store_id, "parent_missing": str(Check.PARENT_MISSING),
+                  "cycle_ids": [f.checkpoint_id for f in cycles]}
         rows = con.execute(_LINEAGE_SQL, params).fetchall()
-    findings = []
+    findings = list(cycles)
     for run_id, namespace, cid, parent, kind, parent_state in rows:
         if parent_state is None:
             severity = "error" if kind == "incremental" else "warning"
@@ -98,6 +291,7 @@ WITH RECURSIVE damaged AS (
     WHERE store_id = $sid AND severity = 'error' AND depth <> 'lineage' AND checkpoint_id IS NOT NULL
     UNION SELECT checkpoint_id FROM checkpoints
     WHERE store_id = $sid AND listed_status IN ('corrupt', 'incomplete')
+    UNION SELECT unnest($cycle_ids::VARCHAR[])
 ),
 bad(run_id, namespace, checkpoint_id, parent_id, kind, parent_state) AS (
     SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.kind,
@@ -121,41 +315,113 @@ WHERE checkpoint_id NOT IN (SELECT checkpoint_id FROM damaged) OR parent_state I
 ORDER BY run_id, checkpoint_id
 """
 
+# A cycle needs an edge whose parent is not strictly earlier: only runs with such an edge are walked.
+_CYCLE_CANDIDATES_SQL = """
+WITH suspect AS (
+    SELECT DISTINCT c.run_id, c.namespace FROM checkpoints c
+    JOIN checkpoints p ON p.store_id = c.store_id AND p.checkpoint_id = c.parent_id
+         AND p.run_id = c.run_id AND p.namespace = c.namespace
+    WHERE c.store_id = $sid AND NOT coalesce(p.step < c.step, false)
+      AND NOT coalesce(p.created_at < c.created_at, false))
+SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id FROM checkpoints c JOIN suspect USING (run_id, namespace)
+WHERE c.store_id = $sid AND c.parent_id IS NOT NULL
+"""
 
-def count_to_check(catalog: Catalog, store_id: int, depth: str, only_unverified: bool) -> int:
-    """How many checkpoints a verification at ``depth`` would check."""
+
+def _cycle_findings(catalog: Catalog, store_id: int) -> list[Finding]:
     with catalog.connect() as con:
-        sql = f"SELECT count(*) FROM checkpoints WHERE store_id = ? {_pending_clause(depth, only_unverified)}"
-        return int(con.execute(sql, [store_id]).fetchone()[0])
+        rows = con.execute(_CYCLE_CANDIDATES_SQL, {"sid": store_id}).fetchall()
+    parents: dict[tuple[str, str], dict[str, str]] = {}
+    for run_id, namespace, cid, parent in rows:
+        parents.setdefault((run_id, namespace), {})[cid] = parent
+    findings = []
+    for (run_id, namespace), edges in sorted(parents.items()):
+        for cid in sorted(cycle_members(edges)):
+            findings.append(Finding(Check.PARENT_CYCLE, "error", "parent chain loops back to this checkpoint",
+                                    run_id, namespace, cid))
+    return findings
 
 
-def _pending_clause(depth: str, only_unverified: bool) -> str:
-    if not only_unverified:
-        return ""
-    return "AND verified IS NULL" if depth == "structure" else "AND coalesce(verified, '') <> 'data'"
+def cycle_members(parent_of: dict[str, str]) -> set[str]:
+    """Nodes that lie on a cycle of the ``child -> parent`` map."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    members: set[str] = set()
+    for start in parent_of:
+        path: list[str] = []
+        node: str | None = start
+        while node is not None and node in parent_of and node not in state:
+            state[node] = 1
+            path.append(node)
+            node = parent_of[node]
+        if node is not None and state.get(node) == 1:
+            members.update(path[path.index(node):])
+        for visited in path:
+            state[visited] = 2
+    return members
 
 
-VERIFY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "parent_id", "step", "kind", "status",
-                  "status_reason", "size_bytes", "checksum", "codec", "location", "metadata")
+_SPIKES_SQL = """
+WITH sized AS (
+    SELECT run_id, namespace, checkpoint_id, size_bytes,
+           median(size_bytes) OVER (PARTITION BY run_id, namespace) AS median_bytes,
+           count(*) OVER (PARTITION BY run_id, namespace) AS n
+    FROM checkpoints WHERE store_id = $sid AND size_bytes IS NOT NULL)
+SELECT run_id, namespace, checkpoint_id, size_bytes, median_bytes FROM sized
+WHERE n >= $min_n AND size_bytes >= $min_bytes AND size_bytes >= $factor * greatest(median_bytes, 1)
+ORDER BY run_id, checkpoint_id
+"""
 
 
-def _chunks(catalog: Catalog, store_id: int, depth: str,
-            only_unverified: bool) -> Iterator[list[CheckpointRecord]]:
-    """Checkpoints to check, a run at a time in step order (so chains reuse cached states).
-
-    Only the columns checks need are fetched (no timestamps: converting a
-    million of them to Python costs more than the checks)."""
-    sql = f"""SELECT {', '.join(VERIFY_COLUMNS)}, listed_status FROM checkpoints
-              WHERE store_id = ? {_pending_clause(depth, only_unverified)}
-              ORDER BY run_id, namespace, step, checkpoint_id"""
+def size_spike_findings(catalog: Catalog, store_id: int) -> list[Finding]:
+    """Checkpoints far bigger than their run's median (metadata only)."""
+    params = {"sid": store_id, "min_n": SPIKE_MIN_CHECKPOINTS, "min_bytes": SPIKE_MIN_BYTES,
+              "factor": SPIKE_FACTOR}
     with catalog.connect() as con:
-        cur = con.execute(sql, [store_id])
-        names = [d[0] for d in cur.description]
-        while rows := cur.fetchmany(BATCH):
-            yield [_record(dict(zip(names, row))) for row in rows]
+        rows = con.execute(_SPIKES_SQL, params).fetchall()
+    return [Finding(Check.SIZE_SPIKE, "warning",
+                    f"{size:,} bytes, {size / max(median, 1):.0f}× the run's median of {int(median):,}",
+                    run_id, namespace, cid) for run_id, namespace, cid, size, median in rows]
 
 
-def _record(row: dict) -> CheckpointRecord:
-    """The record as listed: verification judges the listing, not an earlier verdict."""
-    row["status"] = row.pop("listed_status") or row["status"]
-    return record_from_row(row)
+# ---- the one set of findings ----------------------------------------------------------
+
+FINDING_FIELDS = ("run_id", "namespace", "checkpoint_id", "check", "severity", "message", "depth", "found_at")
+
+
+def store_findings(catalog: Catalog, store_id: int, depth: str = "data",
+                   checkpoint_id: str | None = None) -> list[dict[str, Any]]:
+    """Every finding the index holds for the store at ``depth`` and below (errors first).
+
+    One finding per checkpoint and check (the same damage seen while listing,
+    at structure depth and at data depth is one finding, shown with the
+    shallowest depth that found it). This is what ``verify``, ``runs``, ``ls``
+    statuses and the pages agree on."""
+    depths = [d for d, rank in DEPTH_ORDER.items() if rank <= DEPTH_ORDER.get(depth, 2)]
+    extra, params = "", {"sid": store_id, "depths": depths}
+    if checkpoint_id is not None:
+        extra, params["cid"] = "AND checkpoint_id = $cid", checkpoint_id
+    with catalog.connect() as con:
+        cur = con.execute(_FINDINGS_SQL.format(extra=extra), params)
+        return [dict(zip(FINDING_FIELDS, row)) for row in cur.fetchall()]
+
+
+_FINDINGS_SQL = """
+SELECT run_id, namespace, checkpoint_id, "check", severity, message, depth, found_at FROM (
+    SELECT *, row_number() OVER (
+        PARTITION BY run_id, namespace, coalesce(checkpoint_id, message), "check"
+        ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+                 CASE depth WHEN 'catalog' THEN 0 WHEN 'structure' THEN 1 WHEN 'lineage' THEN 1
+                            WHEN 'content' THEN 1 ELSE 2 END, found_at, message) AS pick
+    FROM findings WHERE store_id = $sid AND depth IN (SELECT unnest($depths::VARCHAR[])) {extra})
+WHERE pick = 1
+ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+         run_id NULLS FIRST, namespace, checkpoint_id, "check", message
+"""
+
+
+def deepest_check(catalog: Catalog, store_id: int) -> str:
+    """'data' when any checkpoint of the store was data-checked, else 'structure'."""
+    with catalog.connect() as con:
+        row = con.execute("SELECT count(*) FROM checkpoints WHERE store_id = ? AND verified = 'data'",
+                          [store_id]).fetchone()
+    return "data" if row and row[0] else "structure"

@@ -1,0 +1,82 @@
+"""Integrity commands: ``verify`` (findings, exit 1 on errors) and ``runs`` (health and last good per run).
+
+Both report the one set of findings the index holds (``lastgood.verify.store_findings``),
+so they agree with ``ls`` statuses, ``show`` and the pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from lastgood.config import Settings
+
+Handler = Callable[[argparse.Namespace, Settings, str], int]
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Handler]:
+    p = sub.add_parser("verify", parents=[common], help="check integrity; exit 1 on errors")
+    p.add_argument("store")
+    p.add_argument("--read-data", action="store_true", help="re-hash and decode every blob")
+    p.add_argument("--read-data-subset", metavar="N/M|P%",
+                   help="read the data of a part of the store: bucket N of M, or the P%% least "
+                        "recently read (repeated runs cover the whole store)")
+    p.add_argument("--workers", type=int, help="processes hashing and decoding blobs (default: CPU count)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="fan the blob work out on a Dask cluster")
+    p = sub.add_parser("runs", parents=[common], help="runs with their health and last good checkpoint")
+    p.add_argument("store")
+    p.add_argument("--run", help="only this run")
+    return {"verify": cmd_verify, "runs": cmd_runs}
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.stores import index_store, open_catalog
+    from lastgood.verify import Subset, store_findings, verify_store
+
+    subset = Subset.parse(args.read_data_subset) if args.read_data_subset else None
+    catalog = open_catalog(settings)
+    summary = index_store(catalog, args.store, reader_name=args.reader, progress=_bar(fmt, "indexing"))
+    report = verify_store(catalog, summary.store.store_id, summary.store.reader,
+                          read_data=args.read_data, subset=subset, workers=args.workers,
+                          scheduler=args.scheduler, progress=_bar(fmt, "verifying"))
+    found = store_findings(catalog, summary.store.store_id)
+    result = {"checked": report.checked, "depth": report.depth, "findings": found,
+              "seconds": round(report.seconds, 3), "workers": report.workers,
+              "subset": str(subset) if subset else None}
+    output.emit(result, fmt, output.render_verify)
+    return 1 if any(f["severity"] == "error" for f in found) else 0
+
+
+def cmd_runs(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.health import run_health
+    from lastgood.stores import index_store, open_catalog
+
+    catalog = open_catalog(settings)
+    summary = index_store(catalog, args.store, reader_name=args.reader, progress=_bar(fmt, "indexing"))
+    rows = run_health(catalog, summary.store.store_id, run_id=args.run)
+    output.emit(rows, fmt, render_runs)
+    return 0
+
+
+RUN_COLUMNS = ("run_id", "agent", "checkpoints", "ok", "corrupt", "incomplete", "quarantined",
+               "unverified", "last_good", "head")
+
+
+def render_runs(rows: list[dict[str, Any]]) -> str:
+    from lastgood.output import table
+
+    body = [[(r["run_id"] + (f" [{r['namespace']}]" if r["namespace"] else "")), r["agent"] or "-",
+             *(str(r[c]) for c in RUN_COLUMNS[2:8]), r["last_good"] or "(none yet)", r["head"] or "-"]
+            for r in rows]
+    header = ["RUN", "AGENT", "CKPTS", "OK", "CORRUPT", "INCOMPLETE", "QUARANTINED", "UNVERIFIED",
+              "LAST GOOD", "HEAD"]
+    return table(body, header) + f"\n{len(rows)} run(s)"
+
+
+def _bar(fmt: str, label: str) -> Callable[[int, int | None], None] | None:
+    from lastgood import output
+
+    return output.progress_bar(label) if fmt != "json" else None

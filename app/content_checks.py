@@ -1,0 +1,142 @@
+"""Content checks: warnings about what a checkpoint holds, not whether it can be read.
+
+- **schema drift**: a channel or key appears, disappears or changes type
+  between consecutive checkpoints of a run (from each state's *shape*, a
+  small ``{path: type}`` map computed where the state was decoded);
+- **NaN/Inf** anywhere in a state's numbers;
+- **size spikes**: a checkpoint far bigger than its run's median (SQL over the
+  index, no blob reads).
+
+Pure functions over plain data; the SQL for spikes lives with the other
+verification SQL in :mod:`lastgood.verify`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from lastgood.checks import Check
+from lastgood.readers.base import CheckpointRecord, Finding
+
+Shape = dict[str, str]
+
+UNKNOWN = "?"            # a value the reader did not decode: matches any type
+SHAPE_DEPTH = 2          # top-level channels and the keys of dict-valued channels
+MAX_NON_FINITE_NODES = 200_000  # NaN/Inf scan budget per state (huge states are sampled, not walked whole)
+SPIKE_FACTOR = 10        # a checkpoint ≥ 10× its run's median size …
+SPIKE_MIN_BYTES = 64 * 1024  # … and at least this big …
+SPIKE_MIN_CHECKPOINTS = 5    # … in a run with enough checkpoints to have a median
+
+
+def state_shape(state: Any, depth: int = SHAPE_DEPTH) -> Shape:
+    """``{path: type name}`` for the first ``depth`` levels of dict keys.
+
+    Internal LangGraph channels (``__start__``, ``branch:to:x``) come and go on
+    every step and are left out; so are None values (a field being unset is
+    not a type change)."""
+    shape: Shape = {}
+    _collect_shape(state, "", depth, shape)
+    return shape
+
+
+def _collect_shape(value: Any, prefix: str, depth: int, shape: Shape) -> None:
+    if not isinstance(value, Mapping) or depth == 0:
+        return
+    for key, child in value.items():
+        name = str(key)
+        if name.startswith(("__", "$")) or ":" in name or child is None:
+            continue
+        path = f"{prefix}/{name}"
+        if _is_placeholder(child):
+            shape[path] = UNKNOWN
+            continue
+        shape[path] = _type_name(child)
+        _collect_shape(child, path, depth - 1, shape)
+
+
+def _is_placeholder(value: Any) -> bool:
+    """A reader's stand-in for a value it does not show (``{"$not_shown": …}``)."""
+    return isinstance(value, Mapping) and any(str(k).startswith("$") for k in value)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
+def drift_message(before: Shape, after: Shape) -> str | None:
+    """What changed between two shapes, or None when they agree."""
+    added = sorted(after.keys() - before.keys())
+    removed = sorted(before.keys() - after.keys())
+    retyped = sorted(p for p in before.keys() & after.keys()
+                     if before[p] != after[p] and UNKNOWN not in (before[p], after[p]))
+    parts = []
+    if added:
+        parts.append("appeared: " + _listed(added))
+    if removed:
+        parts.append("disappeared: " + _listed(removed))
+    if retyped:
+        parts.append("changed type: " + _listed(f"{p} {before[p]}→{after[p]}" for p in retyped))
+    return "; ".join(parts) or None
+
+
+def _listed(items: Iterable[str], limit: int = 5) -> str:
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def drift_findings(records: list[CheckpointRecord], shapes: Mapping[str, Shape]) -> Iterator[Finding]:
+    """Schema drift between consecutive checkpoints of each run (records in run, step order).
+
+    Only neighbours that both have a shape are compared (a damaged checkpoint
+    in between is reported by the integrity checks, not as drift)."""
+    previous: dict[tuple[str, str], CheckpointRecord] = {}
+    for record in records:
+        key = (record.run_id, record.namespace)
+        before = previous.get(key)
+        previous[key] = record
+        if before is None or before.checkpoint_id not in shapes or record.checkpoint_id not in shapes:
+            continue
+        if not shapes[before.checkpoint_id]:
+            continue  # an empty first state (LangGraph's input checkpoint) only gains keys
+        message = drift_message(shapes[before.checkpoint_id], shapes[record.checkpoint_id])
+        if message:
+            yield Finding(Check.SCHEMA_DRIFT, "warning", f"state schema changed since {before.checkpoint_id}: "
+                          f"{message}", record.run_id, record.namespace, record.checkpoint_id)
+
+
+def non_finite_paths(state: Any, limit: int = 5, budget: int = MAX_NON_FINITE_NODES) -> list[str]:
+    """JSON Pointer paths of NaN/±Inf numbers in ``state`` (at most ``limit``)."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [("", state)]
+    while stack and budget > 0 and len(found) < limit:
+        path, value = stack.pop()
+        budget -= 1
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                found.append(path or "/")
+        elif isinstance(value, Mapping):
+            stack.extend((f"{path}/{k}", v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{path}/{i}", v) for i, v in enumerate(value))
+    return sorted(found)
+
+
+def non_finite_finding(record: CheckpointRecord, state: Any) -> Finding | None:
+    paths = non_finite_paths(state)
+    if not paths:
+        return None
+    return Finding(Check.NON_FINITE, "warning", f"NaN or infinite number at {', '.join(paths)}",
+                   record.run_id, record.namespace, record.checkpoint_id)

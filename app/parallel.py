@@ -1,0 +1,285 @@
+"""The blob work of a verification, spread over workers.
+
+A *chunk* is a list of checkpoint records of consecutive steps (so incremental
+chains reuse the reader's cached parent states). :func:`check_chunk` runs the
+reader's checks on one chunk and, at data depth, the content checks on the
+states it decoded. Chunks run
+
+- in this process (``workers=1``, or little work: starting processes costs more),
+- on a local process pool (``workers=N``; hashing and decoding are CPU-bound,
+  so threads would share one core), or
+- on a Dask distributed cluster (``scheduler="tcp://host:port"``; each worker
+  opens the store itself from its URL, so it must reach the store).
+
+Object stores are read concurrently: a chunk's blobs come in with one
+multi-path ``fs.cat`` (fsspec gathers the GETs with bounded concurrency)
+before they are hashed and decoded.
+
+Results stream back as chunks complete, at most ``2 × workers`` in flight;
+:func:`run_chunks` stops early when its ``cancel`` event is set.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from lastgood.content_checks import Shape, non_finite_finding, state_shape
+from lastgood.errors import DecodeError, LastgoodError, UsageError
+from lastgood.readers.base import CheckpointRecord, Finding, Reader
+
+CHUNK = 256                 # records per unit of parallel work
+MIN_PARALLEL_RECORDS = 4 * CHUNK  # below this a data check runs in-process
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """How a worker opens the same store (no live handles cross processes)."""
+
+    name: str
+    url: str
+    storage_options: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, reader: Reader) -> ReaderSpec:
+        return cls(reader.name, reader.url, tuple(sorted(reader.storage_options.items())))
+
+    def open(self) -> Reader:
+        from lastgood.readers.registry import open_reader
+
+        return open_reader(self.url, self.name, dict(self.storage_options))
+
+
+@dataclass
+class ChunkResult:
+    """What one chunk's check found: findings, and the state shapes for drift."""
+
+    checkpoint_ids: list[str]
+    findings: list[Finding] = field(default_factory=list)
+    shapes: dict[str, Shape] = field(default_factory=dict)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+# ---- one chunk -------------------------------------------------------------------------
+
+def reader_findings(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> Iterator[Finding]:
+    """The reader's own checks, or (without them) a decode of each state."""
+    check = getattr(reader, "check_checkpoints", None)
+    if check is not None:
+        yield from check(records, read_data)
+        return
+    if read_data:
+        for record in records:
+            try:
+                reader.load_state(record)
+            except DecodeError as exc:
+                yield Finding(exc.check, "error", str(exc), record.run_id, record.namespace,
+                              record.checkpoint_id)
+
+
+def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> ChunkResult:
+    """Check one chunk; at data depth also the content of every readable state."""
+    with _prefetched(reader, records, read_data):
+        findings = list(reader_findings(reader, records, read_data))
+        result = ChunkResult([r.checkpoint_id for r in records], findings)
+        if read_data:
+            _content(reader, records, result)
+    return result
+
+
+def _content(reader: Reader, records: list[CheckpointRecord], result: ChunkResult) -> None:
+    damaged = {f.checkpoint_id for f in result.findings if f.severity == "error"}
+    for record in records:
+        if record.checkpoint_id in damaged:
+            continue
+        try:
+            state = reader.load_state(record)
+        except (DecodeError, LastgoodError):
+            continue  # the reader's checks report why
+        result.shapes[record.checkpoint_id] = state_shape(state)
+        finding = non_finite_finding(record, state)
+        if finding:
+            result.findings.append(finding)
+
+
+# ---- concurrent reads for object stores ------------------------------------------------
+
+class _PrefetchedFS:
+    """The reader's filesystem with some files already in memory (read by one ``cat``)."""
+
+    def __init__(self, fs: Any, blobs: Mapping[str, bytes]) -> None:
+        self._fs = fs
+        self._blobs = blobs
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        if path in self._blobs and not kwargs:
+            return self._blobs[path][start:end]
+        return self._fs.cat_file(path, start=start, end=end, **kwargs)
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        if path in self._blobs:
+            return {"name": path, "size": len(self._blobs[path]), "type": "file"}
+        return self._fs.info(path, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+
+class _prefetched:
+    """Context: an fsspec-backed reader whose blobs for ``records`` were fetched concurrently.
+
+    Only for remote filesystems (local reads are already fast) and readers
+    that expose ``fs`` and ``_path`` (the native reader)."""
+
+    def __init__(self, reader: Reader, records: list[CheckpointRecord], read_data: bool) -> None:
+        self.reader = reader
+        self.fs = getattr(reader, "fs", None)
+        self.paths = _blob_paths(reader, records) if read_data and _is_remote(self.fs) else []
+
+    def __enter__(self) -> None:
+        if not self.paths:
+            return
+        blobs = self.fs.cat(self.paths, on_error="omit")
+        self.reader.fs = _PrefetchedFS(self.fs, {_strip(self.fs, p): v for p, v in blobs.items()
+                                                 if isinstance(v, bytes)})
+
+    def __exit__(self, *exc: object) -> None:
+        if self.paths:
+            self.reader.fs = self.fs
+
+
+def _is_remote(fs: Any) -> bool:
+    if fs is None or not hasattr(fs, "cat"):
+        return False
+    from lastgood.readers.fsutil import is_local
+
+    return not is_local(fs) and type(fs).__name__ != "MemoryFileSystem"
+
+
+def _blob_paths(reader: Reader, records: Iterable[CheckpointRecord]) -> list[str]:
+    path_of: Callable[[str], str] | None = getattr(reader, "_path", None)
+    if path_of is None:
+        return []
+    paths = []
+    for record in records:
+        if record.location:
+            try:
+                paths.append(path_of(record.location))
+            except LastgoodError:
+                continue
+    return list(dict.fromkeys(paths))
+
+
+def _strip(fs: Any, path: str) -> str:
+    return fs._strip_protocol(path) if hasattr(fs, "_strip_protocol") else path
+
+
+# ---- many chunks ---------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def check_chunk_remote(spec: ReaderSpec, records: list[CheckpointRecord], read_data: bool) -> ChunkResult:
+    """:func:`check_chunk` in a worker: the store is opened once per worker thread."""
+    readers: dict[ReaderSpec, Reader] = getattr(_local, "readers", None) or {}
+    _local.readers = readers
+    if spec not in readers:
+        readers[spec] = spec.open()
+    return check_chunk(readers[spec], records, read_data)
+
+
+def run_chunks(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_data: bool, *,
+               workers: int = 1, scheduler: str | None = None,
+               cancel: threading.Event | None = None) -> Iterator[ChunkResult]:
+    """Results of every chunk (in completion order when parallel)."""
+    if scheduler:
+        yield from _on_dask(ReaderSpec.of(reader), chunks, read_data, scheduler, cancel)
+    elif workers > 1:
+        yield from _on_processes(reader, chunks, read_data, workers, cancel)
+    else:
+        for chunk in chunks:
+            if cancel is not None and cancel.is_set():
+                return
+            yield check_chunk(reader, chunk, read_data)
+
+
+def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_data: bool,
+                  workers: int, cancel: threading.Event | None) -> Iterator[ChunkResult]:
+    import multiprocessing
+
+    spec = ReaderSpec.of(reader)
+    # fork where there is one: workers start in milliseconds and need no importable __main__
+    # (a script without the ``if __name__ == "__main__"`` guard, the dashboard); they only
+    # open the store afresh and never touch the parent's index connection
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        try:
+            yield from _bounded(lambda chunk: pool.submit(check_chunk_remote, spec, chunk, read_data),
+                                chunks, 2 * workers, cancel)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _on_dask(spec: ReaderSpec, chunks: Iterator[list[CheckpointRecord]], read_data: bool,
+             scheduler: str, cancel: threading.Event | None) -> Iterator[ChunkResult]:
+    try:
+        from distributed import Client
+    except ModuleNotFoundError as exc:
+        from lastgood.errors import MissingDependency
+
+        raise MissingDependency("distributed", "dask", "--scheduler") from exc
+    try:
+        client = Client(scheduler, timeout=10, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    with client:
+        in_flight = 2 * max(1, sum(client.nthreads().values()))
+        yield from _bounded(lambda chunk: client.submit(check_chunk_remote, spec, chunk, read_data, pure=False),
+                            chunks, in_flight, cancel)
+
+
+def _bounded(submit: Callable[[list[CheckpointRecord]], Any], chunks: Iterator[list[CheckpointRecord]],
+             limit: int, cancel: threading.Event | None) -> Iterator[ChunkResult]:
+    """Keep at most ``limit`` chunks submitted; yield results as they complete."""
+    pending: set[Any] = set()
+    exhausted = False
+    try:
+        while pending or not exhausted:
+            while not exhausted and len(pending) < limit and not (cancel and cancel.is_set()):
+                chunk = next(chunks, None)
+                if chunk is None:
+                    exhausted = True
+                else:
+                    pending.add(submit(chunk))
+            if cancel is not None and cancel.is_set():
+                return
+            if not pending:
+                return
+            done, pending = _wait_any(pending)
+            for future in done:
+                yield future.result()
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _wait_any(pending: set[Any]) -> tuple[set[Any], set[Any]]:
+    """The futures that finished (waiting up to half a second), and the rest."""
+    if all(isinstance(f, Future) for f in pending):
+        done, rest = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+        return set(done), set(rest)
+    deadline = time.monotonic() + 0.5  # Dask futures: poll (distributed.wait needs a default client)
+    while time.monotonic() < deadline:
+        done = {f for f in pending if f.done()}
+        if done:
+            return done, pending - done
+        time.sleep(0.005)
+    return set(), pending
