@@ -1,0 +1,189 @@
+"""Diff and investigation commands: ``diff``, ``steps``, ``track``, ``diverge``, ``bisect``.
+
+All print JSON with ``--format json`` and exit 0 when they ran (a difference is
+not an error), 2 on usage or I/O errors (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from lastgood.config import Settings
+
+Handler = Callable[[argparse.Namespace, Settings, str], int]
+TEXT_LIMIT = 500  # changes printed in table mode; JSON has them all
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Handler]:
+    p = sub.add_parser("diff", parents=[common], help="what changed between two checkpoints")
+    p.add_argument("store")
+    p.add_argument("a", help="checkpoint id, unique prefix, or RUN/ID")
+    p.add_argument("b", help="checkpoint id, unique prefix, or RUN/ID (in --store-b when given)")
+    p.add_argument("--store-b", help="B lives in this store (a native run vs a LangGraph thread)")
+    p.add_argument("--limit", type=int, default=TEXT_LIMIT, help="changes shown in table mode")
+    p = sub.add_parser("steps", parents=[common], help="what each checkpoint of a run changed")
+    p.add_argument("store")
+    p.add_argument("run")
+    p.add_argument("--namespace", default="")
+    p = sub.add_parser("track", parents=[common], help="a field's value (or length) at every checkpoint")
+    p.add_argument("store")
+    p.add_argument("run")
+    p.add_argument("path", help="JSON Pointer, e.g. /balance or /messages (lists by length)")
+    p.add_argument("--namespace", default="")
+    p = sub.add_parser("diverge", parents=[common], help="first step where two runs' states differ")
+    p.add_argument("store")
+    p.add_argument("run_a", help="run id, or a checkpoint (the history leading to it)")
+    p.add_argument("run_b", help="run id, or a checkpoint (in --store-b when given)")
+    p.add_argument("--store-b", help="run B lives in this store")
+    p.add_argument("--namespace", default="")
+    p = sub.add_parser("bisect", parents=[common], help="first checkpoint of a run where a predicate holds")
+    p.add_argument("store")
+    p.add_argument("run", help="run id, or a checkpoint (the history leading to it)")
+    p.add_argument("--where", required=True, help="e.g. '/balance < 0' or 'len(/messages) > 200'")
+    p.add_argument("--strategy", choices=("auto", "binary", "scan"), default="auto",
+                   help="binary assumes the predicate stays true once true; auto probes first")
+    p.add_argument("--namespace", default="")
+    return {"diff": cmd_diff, "steps": cmd_steps, "track": cmd_track, "diverge": cmd_diverge,
+            "bisect": cmd_bisect}
+
+
+def _open(args: argparse.Namespace, settings: Settings, fmt: str, url: str) -> tuple[Any, Any]:
+    from lastgood import output
+    from lastgood.stores import index_store, open_catalog
+
+    catalog = open_catalog(settings)
+    bar = output.progress_bar("indexing") if fmt != "json" else None
+    return catalog, index_store(catalog, url, reader_name=args.reader, progress=bar).store
+
+
+def _store_b(catalog: Any, args: argparse.Namespace, fmt: str) -> Any:
+    if not args.store_b:
+        return None
+    from lastgood import output
+    from lastgood.stores import index_store
+
+    bar = output.progress_bar("indexing") if fmt != "json" else None
+    return index_store(catalog, args.store_b, progress=bar).store
+
+
+def cmd_diff(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.diff import render_text
+    from lastgood.investigate import diff_checkpoints
+
+    catalog, store = _open(args, settings, fmt, args.store)
+    result, label_a, label_b = diff_checkpoints(catalog, store, args.a, args.b, _store_b(catalog, args, fmt))
+    if fmt == "json":
+        output.emit(result.to_dict(label_a, label_b), fmt, str)
+        return 0
+    header = f"A {_describe(label_a)}\nB {_describe(label_b)}\n"
+    output.emit(result, fmt, lambda r: header + render_text(r, limit=args.limit))
+    return 0
+
+
+def _describe(label: dict[str, Any]) -> str:
+    step = f" step {label['step']}" if label.get("step") is not None else ""
+    return f"{label['run_id']}/{label['checkpoint_id']}{step}  ({label['store']})"
+
+
+def cmd_steps(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.investigate import record_step_changes, run_checkpoints, step_changes
+
+    catalog, store = _open(args, settings, fmt, args.store)
+    run_checkpoints(catalog, store.store_id, args.run, args.namespace)  # a clear error for an unknown run
+    record_step_changes(catalog, store, run_id=args.run)
+    rows = step_changes(catalog, store.store_id, args.run, args.namespace)
+    output.emit(rows, fmt, render_steps)
+    return 0
+
+
+def render_steps(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'step':>5}  {'checkpoint':<38} {'+':>5} {'-':>5} {'~':>5}  paths"]
+    for r in rows:
+        counts = (f"{r['added']:>5} {r['removed']:>5} {r['changed']:>5}" if r["error"] is None
+                  else f"{'?':>5} {'?':>5} {'?':>5}")
+        what = ", ".join(r["paths"] or []) if r["error"] is None else f"error: {r['error']}"
+        step = "" if r["step"] is None else r["step"]
+        lines.append(f"{step:>5}  {r['checkpoint_id']:<38} {counts}  {what}")
+    return "\n".join(lines)
+
+
+def cmd_track(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.investigate import normalize_track_path, track_field
+
+    catalog, store = _open(args, settings, fmt, args.store)
+    rows = track_field(catalog, store, args.run, args.path, args.namespace)
+    result = {"run_id": args.run, "namespace": args.namespace, "path": normalize_track_path(args.path),
+              "values": rows}
+    output.emit(result, fmt, render_track)
+    return 0
+
+
+def render_track(result: dict[str, Any]) -> str:
+    lines = [f"{result['path']} in run {result['run_id']}"]
+    for r in result["values"]:
+        shown = r["error"] and f"error: {r['error']}"
+        if not shown:
+            shown = f"len {r['length']}" if r["kind"] in ("list", "dict") else _short(r["value"])
+            shown = "(missing)" if r["kind"] == "missing" else shown
+        step = "" if r["step"] is None else r["step"]
+        lines.append(f"{step:>5}  {r['checkpoint_id']:<38} {shown}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    from lastgood.diff import preview
+
+    return preview(value)
+
+
+def cmd_diverge(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.investigate import diverge
+
+    catalog, store = _open(args, settings, fmt, args.store)
+    result = diverge(catalog, store, args.run_a, args.run_b, _store_b(catalog, args, fmt), args.namespace)
+    output.emit(result, fmt, render_diverge)
+    return 0
+
+
+def render_diverge(result: dict[str, Any]) -> str:
+    from lastgood.diff import Change, DiffResult, render_text
+
+    a, b = result["a"], result["b"]
+    head = (f"A {a['run_id']} ({a['checkpoints']} checkpoints)  B {b['run_id']} ({b['checkpoints']} checkpoints); "
+            f"{result['common_steps']} steps in common, {result['states_decoded']} states decoded")
+    first = result["first_divergence"]
+    if first is None:
+        return head + "\nno divergence: every common step has the same state"
+    changes = [Change(c["op"], c["path"], c.get("old"), c.get("new"), c.get("delta"), c.get("from"))
+               for c in first["changes"]]
+    body = render_text(DiffResult(changes, first["summary"]), limit=TEXT_LIMIT)
+    return (f"{head}\nfirst divergence at step {first['step']}: "
+            f"A {first['a']['checkpoint_id']}  B {first['b']['checkpoint_id']}\n{body}")
+
+
+def cmd_bisect(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood import output
+    from lastgood.investigate import bisect_run
+    from lastgood.predicate import parse
+
+    predicate = parse(args.where)  # a usage error before any store is opened
+    catalog, store = _open(args, settings, fmt, args.store)
+    result = bisect_run(catalog, store, args.run, predicate, args.strategy, args.namespace)
+    output.emit(result, fmt, render_bisect)
+    return 0
+
+
+def render_bisect(result: dict[str, Any]) -> str:
+    found = result["found"]
+    where = f"{result['where']!s}"
+    cost = (f"{result['strategy']}; {result['states_decoded']} of {result['checkpoints']} states decoded")
+    if found is None:
+        return f"{where} never holds along run {result['run_id']} ({cost})"
+    step = f" (step {found['step']})" if found.get("step") is not None else ""
+    return f"first checkpoint where {where}: {found['checkpoint_id']}{step}\n{cost}"
