@@ -21,13 +21,12 @@ from lastgood.errors import LastgoodError
 from lastgood.readers.registry import display_url
 from lastgood.show import show_checkpoint
 from lastgood.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
-from lastgood.verify import verify_store
 
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 # Modules that add commands: each has ``register(sub, common) -> {name: handler}`` and keeps
 # its heavy imports inside the handlers (start-up time is part of every command's time).
-COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli_recovery", "lastgood.cli_diff")
+COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli_integrity", "lastgood.cli_recovery", "lastgood.cli_diff")
 EXTRA_COMMANDS: dict[str, Handler] = {}
 
 
@@ -52,9 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", parents=[common], help="one checkpoint: metadata, state, writes")
     p.add_argument("store")
     p.add_argument("checkpoint", help="checkpoint id or unique prefix")
-    p = sub.add_parser("verify", parents=[common], help="check integrity; exit 1 on errors")
-    p.add_argument("store")
-    p.add_argument("--read-data", action="store_true", help="re-hash and decode every blob")
     p = sub.add_parser("ui", parents=[common], help="open the dashboard")
     p.add_argument("stores", nargs="*")
     p.add_argument("--port", type=int, default=8501)
@@ -138,20 +134,6 @@ def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     return 0
 
 
-def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    catalog = _catalog(settings)
-    summary = index_store(catalog, args.store, reader_name=args.reader, check="none",
-                          progress=_progress(fmt, "indexing"))
-    report = verify_store(catalog, summary.store.store_id, summary.store.reader,
-                          read_data=args.read_data, progress=_progress(fmt, "verifying"))
-    found = queries.store_findings(catalog, summary.store.store_id) + [
-        f.to_dict() for f in report.findings]
-    result = {"checked": report.checked, "depth": report.depth, "findings": found,
-              "seconds": round(report.seconds, 3)}
-    output.emit(result, fmt, output.render_verify)
-    return 1 if any(f["severity"] == "error" for f in found) else 0
-
-
 def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog = _catalog(settings)
     public_urls = []
@@ -179,7 +161,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 COMMANDS: dict[str, Handler] = {
-    "index": cmd_index, "ls": cmd_ls, "show": cmd_show, "verify": cmd_verify, "ui": cmd_ui,
+    "index": cmd_index, "ls": cmd_ls, "show": cmd_show, "ui": cmd_ui,
 }
 
 
