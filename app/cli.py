@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="rescan and re-check everything")
     p.add_argument("--check", choices=CHECK_DEPTHS, default="auto",
                    help="check new checkpoints: data (re-hash, decode), structure, none; "
-                        "auto = data for up to 20,000 new checkpoints, else structure")
+                        "auto = structure, and data when the blobs not yet decoded add up to "
+                        "at most 16 MiB (LASTGOOD_AUTO_DATA_BYTES)")
     p = sub.add_parser("ls", parents=[common], help="list checkpoints")
     p.add_argument("store")
     p.add_argument("--run", help="only this run")
@@ -122,7 +123,7 @@ def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     rows = queries.list_checkpoints(catalog, summary.store.store_id, run_id=args.run,
                                     status=args.status)
     if fmt == "json":
-        rows = [{k: r[k] for k in queries.LS_FIELDS} for r in rows]
+        rows = [{k: r[k] for k in queries.LS_FIELDS + queries.LS_CHECK_FIELDS} for r in rows]
     output.emit(rows, fmt, output.render_ls)
     return 0
 
@@ -139,7 +140,9 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     public_urls = []
     for url in args.stores:
         label = f"indexing {display_url(normalize_url(url))}"
-        summary = index_store(catalog, url, reader_name=args.reader, progress=_progress(fmt, label))
+        # structure only: the dashboard opens at once; data checks run there in the background
+        summary = index_store(catalog, url, reader_name=args.reader, check="structure",
+                              progress=_progress(fmt, label))
         public_urls.append(summary.store.url)  # secrets stay in the home's private credentials file
     catalog.close()  # the dashboard process opens the index itself: don't hold its lock
     env = dict(os.environ, LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=json.dumps(public_urls))

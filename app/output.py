@@ -109,7 +109,16 @@ def render_ls(rows: list[dict[str, Any]]) -> str:
              r["trigger"] or "-", r["kind"] or "-", r["status"], human_bytes(r["size_bytes"]),
              r["checkpoint_id"], (r.get("status_reason") or "")[:60]] for r in rows]
     header = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
-    return table(body, header) + f"\n{len(rows)} checkpoint(s)"
+    return table(body, header) + f"\n{len(rows)} checkpoint(s)" + _data_pending_note(rows)
+
+
+def _data_pending_note(rows: list[dict[str, Any]]) -> str:
+    """Say when statuses rest on structure checks only (blobs not decoded yet)."""
+    pending = sum(1 for r in rows if r.get("data_checked") is False)
+    if not pending:
+        return ""
+    return (f"; data check pending for {pending} (blobs not decoded yet: status from structure checks; "
+            "run `lastgood verify --read-data STORE`)")
 
 
 def _short(text: str, width: int = 18) -> str:

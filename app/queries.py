@@ -15,6 +15,9 @@ if TYPE_CHECKING:  # pandas is imported only by the queries that return frames (
 
 LS_FIELDS = ("run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at", "trigger",
              "kind", "status", "status_reason", "size_bytes")
+# added to ``ls`` rows: false while the blob has not been decoded by a data check
+# (the status then rests on the listing and structure checks alone)
+LS_CHECK_FIELDS = ("data_checked",)
 DEFAULT_MAX_POINTS = 3000
 
 
@@ -72,7 +75,8 @@ def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
                      status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Checkpoints in the ``ls`` JSON shape, by run then time."""
     where, params = _where(store_id, run_id=run_id, status=status)
-    sql = f"""SELECT {', '.join(LS_FIELDS)}, agent FROM checkpoints WHERE {where}
+    sql = f"""SELECT {', '.join(LS_FIELDS)}, agent, coalesce(verified = 'data', false) AS data_checked
+              FROM checkpoints WHERE {where}
               ORDER BY run_id, namespace, created_at, step, checkpoint_id"""
     if limit:
         sql += f" LIMIT {int(limit)}"

@@ -17,7 +17,10 @@ from lastgood.readers.base import Reader
 from lastgood.readers.registry import display_url, open_reader
 
 CHECK_DEPTHS = ("auto", "data", "structure", "none")
-AUTO_DATA_LIMIT = 20_000  # "auto" re-reads blobs when at most this many checkpoints are new
+# "auto" decodes the blobs not yet data-checked when they add up to at most this many bytes
+# (a first look at a store with huge blobs lists at once; `lastgood verify --read-data` does
+# the rest); LASTGOOD_AUTO_DATA_BYTES overrides it (0: never decode automatically)
+AUTO_DATA_BYTES = 16 * 2**20
 Progress = Callable[[int, int | None], None]
 
 
@@ -73,25 +76,53 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
                 check: str = "auto", progress: Progress | None = None) -> IndexSummary:
     """Refresh the index for ``url`` and check what is new at the chosen depth.
 
-    ``auto`` re-hashes and decodes new checkpoints when there are at most
-    AUTO_DATA_LIMIT of them, and checks only structure beyond that (a first
-    look at a huge store stays fast; ``lastgood verify --read-data`` does the
-    rest). Blobs are immutable, so a checkpoint verified once is not read
-    again on later refreshes; ``full`` rescans and re-checks everything.
+    A refresh lists and structure-checks (set-based queries, never one per
+    checkpoint). ``auto`` then decodes the checkpoints not yet data-checked
+    when their blobs add up to at most :func:`auto_data_bytes` (a first look
+    at a huge store stays fast: listing never waits on decoding; the rest is
+    reported as pending, see :func:`data_pending`). Blobs are immutable, so a
+    checkpoint checked once is not read again on later refreshes; ``full``
+    rescans and re-checks everything.
     """
     if check not in CHECK_DEPTHS:
         raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
     store = open_store(catalog, url, reader_name)
     refresh = catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
     _sync_recovery_marks(catalog, store)
-    report = None
     if check == "auto":
-        pending = count_to_check(catalog, store.store_id, "data", only_unverified=not full)
-        check = "data" if pending <= AUTO_DATA_LIMIT else "structure"
-    if check != "none":
+        pending = data_pending(catalog, store.store_id, only_unverified=not full)
+        check = "data" if pending.size_bytes <= auto_data_bytes() else "structure"
+    report = None
+    if check != "none" and (full or count_to_check(catalog, store.store_id, check, True)):
         report = verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
                               only_unverified=not full, progress=progress)
     return IndexSummary(store, refresh, report)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Checkpoints whose blobs have not been decoded by a data check yet."""
+
+    checkpoints: int
+    size_bytes: int
+
+
+def data_pending(catalog: Catalog, store_id: int, only_unverified: bool = True) -> Pending:
+    """How many checkpoints (and blob bytes) a data check would still read."""
+    where = "AND coalesce(verified, '') <> 'data'" if only_unverified else ""
+    with catalog.connect() as con:
+        count, size = con.execute(f"""SELECT count(*), coalesce(sum(size_bytes), 0) FROM checkpoints
+                                      WHERE store_id = ? {where}""", [store_id]).fetchone()
+    return Pending(int(count), int(size))
+
+
+def auto_data_bytes() -> int:
+    """The automatic data check's byte budget (``LASTGOOD_AUTO_DATA_BYTES`` overrides it)."""
+    raw = os.environ.get("LASTGOOD_AUTO_DATA_BYTES", "").strip()
+    try:
+        return max(0, int(raw)) if raw else AUTO_DATA_BYTES
+    except ValueError:
+        raise UsageError(f"LASTGOOD_AUTO_DATA_BYTES must be a number of bytes, not {raw!r}") from None
 
 
 def _sync_recovery_marks(catalog: Catalog, store: OpenStore) -> None:

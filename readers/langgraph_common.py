@@ -37,6 +37,8 @@ from lastgood.readers.base import (
 )
 from lastgood.readers.langgraph_serde import (
     DELTA_SNAPSHOT_TYPE,
+    KNOWN_CIPHERS,
+    KNOWN_TYPES,
     decode_typed,
     is_known_type,
     message_role,
@@ -70,6 +72,9 @@ _HEX_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 15, 16, 17]
 _METADATA_FIELDS = pa.schema([("source", pa.string()), ("step", pa.int64()), ("graph_id", pa.string())])
 
 _last_v6_timestamp: int | None = None
+# every codec ``is_known_type`` accepts, as a SQL list (set-based codec checks)
+KNOWN_CODECS_SQL = ", ".join(
+    f"'{t}'" for t in sorted({*KNOWN_TYPES, *(f"{t}+{c}" for t in KNOWN_TYPES for c in KNOWN_CIPHERS)}))
 
 
 # --- uuid6 ---------------------------------------------------------------------

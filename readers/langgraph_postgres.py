@@ -52,6 +52,7 @@ from lastgood.readers.base import (
     Scan,
 )
 from lastgood.readers.langgraph_common import (
+    KNOWN_CODECS_SQL,
     Ancestor,
     ERROR,
     CheckpointColumns,
@@ -167,6 +168,37 @@ CHECK_WRITES_SQL = """
 SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
        CASE WHEN %s OR w.channel = '__error__' THEN w.blob END
 FROM $KEYS JOIN checkpoint_writes w USING (thread_id, checkpoint_ns, checkpoint_id)
+""".replace("$KEYS", _KEYS)
+
+# Structure depth, set-based: every key in one array parameter, one query per kind of check
+# (rows gone or malformed; blobs with an unknown codec; writes with an unknown codec or
+# an ``__error__``), whatever the number of checkpoints. Only problems come back.
+STRUCTURE_ROWS_SQL = """
+SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.checkpoint_id IS NOT NULL,
+       jsonb_typeof(c.checkpoint -> 'channel_values'), jsonb_typeof(c.checkpoint -> 'channel_versions'),
+       c.checkpoint ->> 'id'
+FROM $KEYS LEFT JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE c.checkpoint_id IS NULL
+   OR coalesce(jsonb_typeof(c.checkpoint -> 'channel_values'), 'object') <> 'object'
+   OR coalesce(jsonb_typeof(c.checkpoint -> 'channel_versions'), 'object') <> 'object'
+   OR coalesce(c.checkpoint ->> 'id', k.checkpoint_id) <> k.checkpoint_id
+""".replace("$KEYS", _KEYS)
+UNKNOWN_BLOB_CODECS_SQL = """
+SELECT EXISTS (SELECT 1 FROM checkpoint_blobs WHERE type IS NOT NULL AND type NOT IN ($KNOWN))
+"""
+STRUCTURE_BLOBS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, b.channel, b.version, b.type, NULL
+FROM $KEYS JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+CROSS JOIN LATERAL jsonb_each_text($VERSIONS) AS v
+JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+    AND b.channel = v.key AND b.version = v.value
+WHERE b.type IS NOT NULL AND b.type NOT IN ($KNOWN)
+""".replace("$KEYS", _KEYS).replace("$VERSIONS", _VERSIONS)
+STRUCTURE_WRITES_SQL = """
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
+       CASE WHEN w.channel = '__error__' THEN w.blob END
+FROM $KEYS JOIN checkpoint_writes w USING (thread_id, checkpoint_ns, checkpoint_id)
+WHERE w.channel = '__error__' OR (w.type IS NOT NULL AND w.type NOT IN ($KNOWN))
 """.replace("$KEYS", _KEYS)
 
 
@@ -453,6 +485,9 @@ class LangGraphPostgresReader(Reader):
 
     def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
         """Findings per checkpoint: row shape and codecs; with ``read_data`` every blob and write decoded."""
+        if not read_data:
+            yield from self.check_structure([_key(r) for r in records])
+            return
         chunk: list[CheckpointRecord] = []
         for record in records:
             chunk.append(record)
@@ -461,6 +496,28 @@ class LangGraphPostgresReader(Reader):
                 chunk = []
         if chunk:
             yield from self._check_chunk(chunk, read_data)
+
+    def check_structure(self, keys: Sequence[Key]) -> list[Finding]:
+        """Structure depth for ``keys``: three or four set-based queries, whatever their number."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return []
+        arrays = [list(column) for column in zip(*keys)]
+        with self._read() as cur:
+            rows = cur.execute(_known(STRUCTURE_ROWS_SQL), arrays).fetchall()
+            odd_blobs = cur.execute(_known(UNKNOWN_BLOB_CODECS_SQL)).fetchone()[0]
+            blobs = cur.execute(_known(STRUCTURE_BLOBS_SQL), arrays).fetchall() if odd_blobs else []
+            writes = cur.execute(_known(STRUCTURE_WRITES_SQL), arrays).fetchall()
+        found: list[Finding] = []
+        for thread, ns, cid, present, *shape in rows:
+            found.extend(_row_findings((thread, ns, cid), shape if present else None))
+        found.extend(self._blob_findings(blobs, False))
+        for thread, ns, cid, task_id, channel, type_, idx, blob in writes:
+            label = f"pending write {channel!r} (task {task_id}, idx {idx})"
+            found.extend(codec_findings(type_, (thread, ns, cid), label))
+            if channel == ERROR:  # a failed task is a structure finding too
+                found.append(pending_error_finding(label, type_, blob, (thread, ns, cid), self.aes_key))
+        return found
 
     def _check_chunk(self, records: list[CheckpointRecord], read_data: bool) -> list[Finding]:
         keys = list(dict.fromkeys(_key(r) for r in records))
@@ -501,6 +558,11 @@ class LangGraphPostgresReader(Reader):
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def _known(sql: str) -> str:
+    """``sql`` with ``$KNOWN`` as the list of codecs LangGraph writes."""
+    return sql.replace("$KNOWN", KNOWN_CODECS_SQL)
 
 
 def _parent_finding(key: Key, parent_id: str) -> Finding:

@@ -38,6 +38,8 @@ from lastgood.readers.base import (
     events_table,
 )
 from lastgood.readers.langgraph_common import (
+    ERROR,
+    KNOWN_CODECS_SQL,
     Ancestor,
     CheckpointColumns,
     checkpoints_batch,
@@ -55,11 +57,11 @@ from lastgood.readers.langgraph_findings import (
 from lastgood.readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
+    is_known_type,
     normalize_state,
 )
 
 BATCH_ROWS = 50_000
-CHECK_CHUNK = 300  # checkpoints per ``__error__`` writes query (3 parameters each, < 999)
 SQLITE_HEADER = b"SQLite format 3\x00"
 LIVE_SUFFIXES = ("-wal", "-journal")
 TOKEN_VERSION = 1
@@ -87,16 +89,28 @@ HEADS_SQL = (
     "SELECT thread_id, checkpoint_ns, max(checkpoint_id) FROM checkpoints "
     "GROUP BY thread_id, checkpoint_ns"
 )
-ERROR_WRITES_SQL = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, type, value, {task_path} FROM writes
-WHERE channel = '__error__' AND (thread_id, checkpoint_ns, checkpoint_id) IN (VALUES {keys})
+# Structure checks are set-based: the keys to check go in as one JSON array parameter
+# (``json_each``, no temp table on a read-only connection), so a check of any number of
+# checkpoints is two queries, each an index lookup per key.
+_KEYS_CTE = """WITH k(thread_id, checkpoint_ns, checkpoint_id) AS (
+  SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+  FROM json_each(?))"""
+# rows gone from the store (anti-join) or stored with a codec LangGraph cannot write
+STRUCTURE_ROWS_SQL = _KEYS_CTE + """
+SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.checkpoint_id IS NOT NULL, c.type
+FROM k LEFT JOIN checkpoints c ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
+  AND c.checkpoint_id = k.checkpoint_id
+WHERE c.checkpoint_id IS NULL OR NOT (c.type IS NULL OR c.type IN ({known}))
+"""
+# pending ``__error__`` writes of those checkpoints, in one filtered pass over ``writes``
+STRUCTURE_ERRORS_SQL = _KEYS_CTE + """
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.type, w.value, {task_path}
+FROM k JOIN writes w ON w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
+  AND w.checkpoint_id = k.checkpoint_id
+WHERE w.channel = '__error__'
 """
 ROW_SQL = (
     "SELECT type, checkpoint, parent_checkpoint_id, metadata FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
-ROW_INFO_SQL = (
-    "SELECT type, length(checkpoint) FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
 
@@ -250,6 +264,7 @@ class LangGraphSqliteReader(Reader):
         self._has_writes = False
         self._task_path = "''"
         self._writes_index = ""
+        self._memo: _StructureMemo | None = None
         try:
             with self._connection() as conn:
                 self._check_tables(conn)
@@ -319,9 +334,13 @@ class LangGraphSqliteReader(Reader):
         after = self._appended_after(conn, since, counts)
         full = after is None
         ck_after, wr_after = after or (0, 0)
-        tables, findings = self._checkpoint_tables(conn, ck_after)
+        memo = _StructureMemo(token)
+        tables, findings = self._checkpoint_tables(conn, ck_after, memo)
         heads = self._heads(conn)
-        events = self._event_tables(conn, wr_after)
+        # a full listing read every row's codec and every special write: the memo answers
+        # the structure check of what it listed (LangGraph writes ``__error__`` with idx -1)
+        events = self._event_tables(conn, wr_after, memo if full else None)
+        self._memo = memo if full else None
         if full and not self._has_writes:
             findings.append(Finding(Check.WRITES_MISSING, "warning", "the database has no LangGraph writes table"))
         return Scan(token=token, full=full, checkpoints=iter(tables), events=iter(events),
@@ -360,7 +379,8 @@ class LangGraphSqliteReader(Reader):
         added = conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > ?", (old_max,)).fetchone()[0]
         return now[1] - added == old_count
 
-    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int) -> tuple[list[pa.Table], list[Finding]]:
+    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int,
+                           memo: _StructureMemo) -> tuple[list[pa.Table], list[Finding]]:
         """Batches of listed rows (column-wise), then one vectorised parent check."""
         tables: list[pa.Table] = []
         findings: list[Finding] = []
@@ -374,6 +394,7 @@ class LangGraphSqliteReader(Reader):
                 tables.append(table)
                 findings.extend(batch_findings)
                 keys.append((cols.thread_ids, cols.namespaces, cols.checkpoint_ids, cols.parent_ids))
+                memo.add_rows(cols)
         missing = missing_parents(keys) if not after else self._missing_parents_after(conn, after)
         tables, parent_findings = mark_missing_parents(tables, missing)
         return tables, findings + parent_findings
@@ -383,11 +404,14 @@ class LangGraphSqliteReader(Reader):
         rows = conn.execute(MISSING_PARENTS_SQL, (after,)).fetchall()
         return {(t, ns, cid): parent for t, ns, cid, parent in rows}
 
-    def _event_tables(self, conn: sqlite3.Connection, after: int) -> list[pa.Table]:
+    def _event_tables(self, conn: sqlite3.Connection, after: int,
+                      memo: _StructureMemo | None = None) -> list[pa.Table]:
         if not self._has_writes:
             return []
         events = []
         for row in conn.execute(EVENTS_SQL.format(index=self._writes_index), (after,)):
+            if memo is not None and row[5] == ERROR:
+                memo.add_error(row)
             event = event_record(*row, aes_key=self.aes_key)
             if event is not None:
                 events.append(event)
@@ -454,57 +478,70 @@ class LangGraphSqliteReader(Reader):
 
     def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
         """Findings for each checkpoint: codec and pending errors; with ``read_data`` its blob and writes."""
-        if read_data:
-            for record in records:
-                yield from self._check_one(record, True)
+        if not read_data:
+            yield from self.check_structure([_key(r) for r in records])
             return
-        chunk: list[CheckpointRecord] = []
         for record in records:
-            chunk.append(record)
-            if len(chunk) >= CHECK_CHUNK:
-                yield from self._check_chunk(chunk)
-                chunk = []
-        if chunk:
-            yield from self._check_chunk(chunk)
+            yield from self._check_one(record)
 
-    def _check_chunk(self, records: list[CheckpointRecord]) -> Iterator[Finding]:
-        """Structure depth: each row's codec, and its ``__error__`` writes (one query per chunk)."""
-        errors = self._error_writes([_key(r) for r in records])
-        for record in records:
-            found = list(self._check_one(record, False))
-            yield from found
-            if any(f.check == Check.MISSING for f in found):
-                continue
-            for task_id, idx, type_, value in errors.get(_key(record), ()):
-                label = f"pending write '__error__' (task {task_id}, idx {idx})"
-                yield pending_error_finding(label, type_, value, _key(record), self.aes_key)
-
-    def _error_writes(self, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:
-        """The ``__error__`` writes of these checkpoints, by key, in LangGraph's order."""
+    def check_structure(self, keys: Sequence[Key]) -> list[Finding]:
+        """Structure depth for ``keys`` in two set-based queries, whatever their number:
+        rows gone or with an unknown codec, and pending ``__error__`` writes."""
         keys = list(dict.fromkeys(keys))
-        if not self._has_writes or not keys:
-            return {}
-        sql = ERROR_WRITES_SQL.format(task_path=self._task_path, keys=", ".join(["(?, ?, ?)"] * len(keys)))
-        with self._connection() as conn:
-            rows = conn.execute(sql, [part for key in keys for part in key]).fetchall()
-        found: dict[tuple[str, str, str], list[tuple[Any, ...]]] = {}
-        for thread, ns, cid, task_id, idx, type_, value, _path in sorted(rows, key=_write_order):
-            found.setdefault((thread, ns, cid), []).append((task_id, idx, type_, value))
-        return found
+        if not keys:
+            return []
+        problems, errors = self._memo_answers(keys)
+        unknown = [key for key in keys if key not in self._memo.listed] if self._memo else keys
+        if unknown:
+            param = json.dumps(unknown)
+            with self._connection() as conn:
+                problems += conn.execute(STRUCTURE_ROWS_SQL.format(known=KNOWN_CODECS_SQL), (param,)).fetchall()
+                if self._has_writes:
+                    errors += conn.execute(STRUCTURE_ERRORS_SQL.format(task_path=self._task_path),
+                                           (param,)).fetchall()
+        findings: dict[Key, list[Finding]] = {}
+        gone: set[Key] = set()
+        for thread, ns, cid, present, type_ in problems:
+            where = (thread, ns, cid)
+            if not present:
+                gone.add(where)
+                findings.setdefault(where, []).append(
+                    Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where))
+            else:
+                findings.setdefault(where, []).extend(codec_findings(type_, where))
+        for thread, ns, cid, task_id, idx, type_, value, _path in sorted(errors, key=_write_order):
+            where = (thread, ns, cid)
+            label = f"pending write '__error__' (task {task_id}, idx {idx})"
+            if where not in gone:
+                findings.setdefault(where, []).append(pending_error_finding(label, type_, value, where, self.aes_key))
+        return [f for key in keys for f in findings.get(key, ())]
 
-    def _check_one(self, record: CheckpointRecord, read_data: bool) -> Iterator[Finding]:
-        where = (record.run_id, record.namespace or "", record.checkpoint_id)
+    def _memo_answers(self, keys: list[Key]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """What this reader's last scan already found for ``keys`` (it read the same
+        columns and special writes), while the store is unchanged since (one query)."""
+        if self._memo is None:
+            return [], []
         with self._connection() as conn:
-            info = conn.execute(ROW_INFO_SQL, _key(record)).fetchone()
-        if info is None:
+            token = json.dumps({"v": TOKEN_VERSION, **self._counts(conn)}, sort_keys=True)
+        if token != self._memo.token:
+            self._memo = None
+            return [], []
+        wanted = set(keys)
+        problems = [(*key, True, codec) for key, codec in self._memo.odd_codecs.items() if key in wanted]
+        errors = [row for row in self._memo.errors if tuple(row[:3]) in wanted]
+        return problems, errors
+
+    def _check_one(self, record: CheckpointRecord) -> Iterator[Finding]:
+        """Data depth: the checkpoint's blob and every write decoded (never executed)."""
+        where = _key(record)
+        with self._connection() as conn:
+            row = conn.execute(ROW_SQL, where).fetchone()
+        if row is None:
             yield Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where)
             return
-        if not read_data:
-            yield from codec_findings(info[0], where)
-            return
-        type_, blob, _parent, _meta = self._row(record)
+        type_, blob, _parent, _meta = row
         yield from self._payload_findings("checkpoint", type_, blob, where, record.checkpoint_id)
-        for task_id, channel, w_type, value, _path, idx in self._write_rows(_key(record)):
+        for task_id, channel, w_type, value, _path, idx in self._write_rows(where):
             label = f"pending write {channel!r} (task {task_id}, idx {idx})"
             yield from self._payload_findings(label, w_type, value, where, None, channel)
 
@@ -513,6 +550,33 @@ class LangGraphSqliteReader(Reader):
         expected_id: str | None, channel: str | None = None,
     ) -> Iterator[Finding]:
         yield from payload_findings(label, type_, blob, where, self.aes_key, expected_id, channel)
+
+
+class _StructureMemo:
+    """The structure facts a scan read anyway (keys listed, odd codecs, ``__error__``
+    writes), so the structure check of what was just listed costs one query."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.listed: set[Key] = set()
+        self.odd_codecs: dict[Key, str | None] = {}
+        self.errors: list[tuple[Any, ...]] = []
+
+    def add_rows(self, cols: CheckpointColumns) -> None:
+        keys = zip(cols.thread_ids, _none_as_empty(cols.namespaces), cols.checkpoint_ids)
+        if cols.codecs is not None and not all(is_known_type(c) for c in set(cols.codecs)):
+            keys = list(keys)
+            self.odd_codecs.update((k, c) for k, c in zip(keys, cols.codecs) if not is_known_type(c))
+        self.listed.update(keys)
+
+    def add_error(self, row: tuple[Any, ...]) -> None:
+        """An EVENTS_SQL row of an ``__error__`` write, in STRUCTURE_ERRORS_SQL's order."""
+        thread, ns, cid, task_id, idx, _channel, type_, value = row
+        self.errors.append((thread, ns or "", cid, task_id, idx, type_, value, ""))
+
+
+def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
+    return values if None not in values else [v or "" for v in values]
 
 
 def _columns(rows: list[tuple[Any, ...]]) -> tuple[Sequence[Any], ...]:
@@ -543,7 +607,7 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``ERROR_WRITES_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
+    """``STRUCTURE_ERRORS_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
     return row[0], row[1], row[2], row[7] or "", row[3], row[4]
 
 

@@ -111,18 +111,18 @@ def test_overview_and_timeline_aggregate_in_sql(tmp_path: Path) -> None:
     assert set(queries.runs(catalog, sid)["run_id"]) == {"run-0", "run-1", "run-2", "run-3"}
 
 
-def test_auto_check_reads_data_for_small_batches_and_structure_for_big_ones(
+def test_auto_check_decodes_within_its_byte_budget_and_checks_structure_beyond(
         tmp_path: Path, monkeypatch) -> None:
     import lastgood.stores
 
     url = str(tmp_path / "s")
     write_store(url, runs=2, steps=4)
     catalog = Catalog(tmp_path / "index.duckdb")
-    monkeypatch.setattr(lastgood.stores, "AUTO_DATA_LIMIT", 5)
+    monkeypatch.setattr(lastgood.stores, "AUTO_DATA_BYTES", 5)  # bytes, not checkpoints
     first = index_store(catalog, url)
     assert (first.verify.depth, first.verify.checked) == ("structure", 8)
     NativeWriter(url).save("run-0", agent_state(9))
-    monkeypatch.setattr(lastgood.stores, "AUTO_DATA_LIMIT", 100)
+    monkeypatch.setattr(lastgood.stores, "AUTO_DATA_BYTES", 10**9)
     second = index_store(catalog, url)
     assert (second.verify.depth, second.verify.checked) == ("data", 9)  # 1 new + 8 never re-read
 
