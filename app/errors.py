@@ -95,3 +95,26 @@ class WriteDisabled(LastgoodError):
 
 class EnvironmentFault(LastgoodError):
     """The operating system refused: a full disk, a home that is a file, a busy port."""
+
+
+def as_fault(exc: BaseException) -> LastgoodError:
+    """An unexpected exception as a one-line operator error (exit 2): the machine's
+    faults (disk full, permissions, a home that is a file) name their cause;
+    anything else is reported as a bug, still in one line."""
+    import errno
+
+    if isinstance(exc, LastgoodError):
+        return exc
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return EnvironmentFault(f"out of disk space{where}: {exc.strerror}; the index was left as it was")
+        return EnvironmentFault(f"{exc.strerror or exc}{where}")
+    if type(exc).__module__.startswith(("duckdb", "_duckdb")):
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if any(word in text.lower() for word in ("no space", "disk", "file too large", "write")):
+            return EnvironmentFault(f"the index could not be written: {text}; the index was left as it was")
+        return EnvironmentFault(f"the index failed: {text}")
+    if isinstance(exc, MemoryError):
+        return EnvironmentFault("out of memory")
+    return LastgoodError(f"unexpected error (a bug, please report it): {type(exc).__name__}: {exc}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -10,6 +11,7 @@ from datetime import date, datetime
 from typing import Any
 
 from lastgood.queries import Overview
+from lastgood.redact import redact, redact_text
 
 STATE_PREVIEW_CHARS = 4000
 
@@ -45,20 +47,54 @@ def _nan_safe(value: Any) -> Any:
 
 
 def emit(value: Any, fmt: str, render: Callable[[Any], str]) -> None:
-    text = dumps(value) if fmt == "json" else render(value)
+    """Print a command's result: redacted (every field, by ``lastgood.redact``), and
+    with control characters escaped so store text cannot drive the terminal."""
+    value = redact(value)
+    text = json_safe(dumps(value)) if fmt == "json" else render(escape_tree(value))
     sys.stdout.write(text.rstrip("\n") + "\n")
 
 
+# C0 controls (ESC, CR, newline inside a value…), DEL, C1 controls (0x9b is a CSI on
+# some terminals) and bidirectional overrides that reorder what the operator sees
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_JSON_UNESCAPED = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` on one line, every control character shown as an escape (``\\x1b``)."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def escape_tree(value: Any) -> Any:
+    """``value`` with every string (keys too) passed through ``escape_controls``."""
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, dict):
+        return {escape_tree(k): escape_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escape_tree(v) for v in value]
+    return value
+
+
+def json_safe(text: str) -> str:
+    """JSON text with the controls json.dumps leaves raw (DEL, C1, bidi) as \\u escapes."""
+    return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def _line(message: str) -> str:
+    return escape_controls(redact_text(str(message)))
+
+
 def error(message: str) -> None:
-    sys.stderr.write(f"lastgood: error: {message}\n")
+    sys.stderr.write(f"lastgood: error: {_line(message)}\n")
 
 
 def warn(message: str) -> None:
-    sys.stderr.write(f"lastgood: warning: {message}\n")
+    sys.stderr.write(f"lastgood: warning: {_line(message)}\n")
 
 
 def info(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(_line(message) + "\n")
 
 
 def progress_bar(label: str) -> Callable[[int, int | None], None] | None:

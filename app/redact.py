@@ -1,8 +1,14 @@
-"""Hide secrets in states before they are shown, printed or exported.
+"""Hide secrets before anything is shown, printed, exported or stored in the index.
 
-By name (keys like ``api_key``, ``token``, ``password``) and by shape (values
-that look like ``sk-…`` keys, bearer tokens, AWS access keys, JWTs, private
-keys), at any depth. Returns a redacted copy; the input is not modified.
+One function, ``redact``, for every value that reaches an operator: states,
+metadata, ids, run ids, agent names, event and error texts, finding messages,
+connection errors. By name (keys like ``api_key``, ``token``, ``password``), by
+shape (``sk-…`` keys, bearer tokens, AWS access keys, JWTs, private keys) and by
+context (credentials in URLs ``scheme://user:pw@host``, ``KEY=value`` and
+``password: value`` pairs, libpq ``password=…``), at any depth — nesting past
+lastgood.limits.MAX_DEPTH is replaced, never recursed into. Returns a redacted
+copy; the input is not modified. ``strip_url_credentials`` is for URLs that
+must stay usable as keys (the index's store list).
 """
 
 from __future__ import annotations
@@ -10,13 +16,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MASK = "[redacted]"
+from lastgood.limits import MAX_DEPTH
 
-SECRET_KEY = re.compile(
-    r"(api[_-]?key|apikey|secret|token|passw(or)?d|passwd|pwd|authorization|auth[_-]?header|"
-    r"access[_-]?key|private[_-]?key|client[_-]?secret|credential|cookie|session[_-]?key|dsn)",
-    re.IGNORECASE,
-)
+MASK = "[redacted]"
+TOO_DEEP = "[nested too deeply to show]"
+
+_SECRET_WORDS = (r"api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|authorization|"
+                 r"auth[_-]?header|access[_-]?key|private[_-]?key|client[_-]?secret|credential|"
+                 r"cookie|session[_-]?key|dsn")
+SECRET_KEY = re.compile(f"({_SECRET_WORDS})", re.IGNORECASE)
 NOT_SECRET_KEY = re.compile(r"^(max_|num_|n_)?tokens(_count|_used|_limit|_total)?$|token_count|"
                             r"tokens_(in|out)|input_tokens|output_tokens|total_tokens|max_tokens",
                             re.IGNORECASE)
@@ -27,29 +35,40 @@ SECRET_SHAPES = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
     re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{12,}"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-~+/=]{12,}"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
-    re.compile(r"(?i)(postgres(ql)?|mysql|mongodb(\+srv)?|redis|amqp)://[^:/\s]+:[^@/\s]+@"),
 ]
+# user:password@ in any URL (postgresql://, https://, redis://, s3://…)
+URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,30}://)[^\s/@:'\"<>]*:[^\s/@'\"<>]*@")
+# KEY=value, key: value, "key": "value" (environment dumps, libpq DSNs, log lines, JSON text)
+SECRET_ASSIGNMENT = re.compile(
+    r"(?i)(\b[\w.\-]*(?:" + _SECRET_WORDS + r")[\w.\-]*[\"']?\s*[=:]\s*)"
+    r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+)")
+_ANY = re.compile("|".join([*(p.pattern.replace("(?i)", "") for p in SECRET_SHAPES),
+                            r"://", r"[=:]", r"-----BEGIN"]), re.IGNORECASE)
 
 
-def redact(value: Any) -> Any:
-    """A copy of ``value`` with secrets replaced by ``[redacted]``."""
-    if isinstance(value, dict):
-        return {k: _redact_item(k, v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    if isinstance(value, tuple):
-        return [redact(v) for v in value]
+def redact(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` with secrets replaced by ``[redacted]`` (keys too)."""
     if isinstance(value, str):
         return redact_text(value)
+    if isinstance(value, (dict, list, tuple)) and _depth >= MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {_redact_key(k): _redact_item(k, v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, _depth + 1) for v in value]
     return value
 
 
-def _redact_item(key: Any, value: Any) -> Any:
+def _redact_key(key: Any) -> Any:
+    return redact_text(key) if isinstance(key, str) else key
+
+
+def _redact_item(key: Any, value: Any, depth: int) -> Any:
     if isinstance(key, str) and is_secret_key(key) and _is_leaf(value):
         return MASK if value not in (None, "") else value
-    return redact(value)
+    return redact(value, depth)
 
 
 def _is_leaf(value: Any) -> bool:
@@ -61,14 +80,19 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with secret-shaped substrings masked."""
+    """``text`` with secret-shaped substrings, URL credentials and secret assignments masked."""
+    if not _ANY.search(text):
+        return text
+    text = URL_CREDENTIALS.sub(lambda m: m.group(1) + MASK + "@", text)
     for shape in SECRET_SHAPES:
-        text = shape.sub(_mask_match, text)
-    return text
+        text = shape.sub(MASK, text)
+    return SECRET_ASSIGNMENT.sub(_mask_assignment, text)
 
 
-def _mask_match(match: re.Match[str]) -> str:
-    found = match.group(0)
-    if "://" in found:
-        return found.split("://", 1)[0] + "://" + MASK + "@"
-    return MASK
+def _mask_assignment(match: re.Match[str]) -> str:
+    prefix, value = match.group(1), match.group(2)
+    name = prefix.rstrip(" =:\"'\t")
+    if NOT_SECRET_KEY.search(name.rsplit(".", 1)[-1]) or value.strip("\"'") in ("", MASK):
+        return match.group(0)
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{prefix}{quote}{MASK}{quote}"
