@@ -16,8 +16,8 @@ from typing import Any
 
 from lastgood import output, queries
 from lastgood.catalog import Catalog
-from lastgood.config import Settings, load_settings
-from lastgood.errors import LastgoodError
+from lastgood.config import Settings, check_port, load_settings
+from lastgood.errors import LastgoodError, as_fault
 from lastgood.readers.registry import display_url
 from lastgood.show import show_checkpoint
 from lastgood.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
@@ -81,6 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # disk full, a home that is a file, a bug: one line, exit 2
+        if os.environ.get("LASTGOOD_DEBUG"):
+            raise
+        fault = as_fault(exc)
+        output.error(str(fault))
+        return fault.exit_code
 
 
 def _catalog(settings: Settings) -> Catalog:
@@ -136,6 +142,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    check_port(args.host, args.port)  # a busy or invalid port: one line, exit 2, before any work
     catalog = _catalog(settings)
     public_urls = []
     for url in args.stores:
