@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from lastgood.config import private_dir, private_file
 from lastgood.errors import LastgoodError
 from lastgood.readers.base import CHECKPOINT_SCHEMA, Finding, HeadRecord, ParquetSource, Reader, Scan
 
@@ -116,11 +117,13 @@ class Catalog:
         processes (the CLI beside a running dashboard) can take the write lock."""
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            private_dir(Path(self.path).parent)  # 0700 when created; a file there: one-line error
         self.keep_open = keep_open or self.path == ":memory:"
         self._con: duckdb.DuckDBPyConnection | None = None
         with self.connect() as con:
             migrate(con)
+        if self.path != ":memory:":
+            private_file(self.path)  # the index holds store contents: owner only (0600)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
