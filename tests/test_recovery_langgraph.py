@@ -1,0 +1,238 @@
+"""Recovery on real LangGraph checkpointers (SqliteSaver and PostgresSaver), through the CLI.
+
+After `lastgood restore`, the real graph resumes from the restored state and
+LangGraph's own history still lists every earlier checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.types import Command
+
+from tests.helpers import lastgood_cli
+from tests.langgraph_graphs import (
+    build_delta,
+    build_interrupt,
+    build_tools,
+    delta_graph,
+    interrupt_graph,
+    plain,
+    tool_loop_graph,
+)
+
+SaverFactory = Callable[[], Any]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, SaverFactory]:
+    """(store URL, a context manager giving a fresh saver on it)."""
+    if request.param == "sqlite":
+        path = tmp_path / "lg.sqlite"
+
+        @contextmanager
+        def sqlite_saver() -> Iterator[Any]:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            conn = sqlite3.connect(str(path), check_same_thread=False)
+            try:
+                yield SqliteSaver(conn)
+            finally:
+                conn.close()
+        return str(path), sqlite_saver
+    dsn = request.getfixturevalue("pg_create_database")("recovery")
+
+    @contextmanager
+    def pg_saver() -> Iterator[Any]:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(dsn) as saver:
+            saver.setup()
+            yield saver
+    return dsn, pg_saver
+
+
+def cli(*args: str, home: Path, ok: bool = True) -> dict[str, Any]:
+    done = lastgood_cli(*args, "--format", "json", home=home, env={"LASTGOOD_OPERATOR": "tester"})
+    if ok:
+        assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else {"stderr": done.stderr, "rc": done.returncode}
+
+
+def history_ids(graph: Any, config: dict[str, Any]) -> list[str]:
+    return [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config)]
+
+
+def test_restore_then_the_real_graph_resumes_from_it(db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_tools(saver)
+        graph = tool_loop_graph(saver)
+        history = list(graph.get_state_history(thread.config))
+        before_tools = next(s for s in history if s.next == ("tools",))
+        target = before_tools.config["configurable"]["checkpoint_id"]
+        target_values = plain(before_tools.values)
+        earlier = history_ids(graph, thread.config)
+    home = tmp_path / "home"
+    plan = cli("restore", url, target[:18], "--dry-run", home=home)
+    assert plan["dry_run"] and plan["target"] == target and plan["previous_head"] == earlier[0]
+    assert any(e["kind"] == "tool_result" and e["tool"] == "add" for e in plan["side_effects"])
+    result = cli("restore", url, target, "--reason", "retry the tool", "--yes", home=home)
+    assert result["check"]["ok"] and result["new_head"] not in earlier
+    with saver_of() as saver:
+        graph = tool_loop_graph(saver)
+        state = graph.get_state(thread.config)
+        assert state.config["configurable"]["checkpoint_id"] == result["new_head"]
+        assert plain(state.values) == target_values and state.next == ("tools",)
+        assert state.metadata["lastgood"]["reason"] == "retry the tool"
+        assert state.metadata["restored_from"] == target
+        graph.invoke(None, thread.config)
+        final = plain(graph.get_state(thread.config).values)
+        assert final["messages"][: len(target_values["messages"])] == target_values["messages"]
+        assert final["messages"][-1]["content"].startswith("The answer is")
+        assert set(earlier) <= set(history_ids(graph, thread.config))
+    journal = cli("journal", url, home=home)
+    assert journal["chain_ok"] and [a["action"] for a in journal["actions"]] == ["restore"]
+    assert journal["actions"][0]["operator"] == "tester"
+
+
+def test_interrupted_thread_restores_before_the_interrupt_and_resumes(
+        db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_interrupt(saver)
+        graph = interrupt_graph(saver)
+        history = list(graph.get_state_history(thread.config))
+        asked = [s for s in history if s.next == ("ask",)]
+        target = asked[-1].config["configurable"]["checkpoint_id"]  # the oldest: before the interrupt
+    home = tmp_path / "home"
+    plan = cli("restore", url, target, "--dry-run", home=home)
+    assert {"interrupt", "resume"} <= {e["kind"] for e in plan["side_effects"]}
+    cli("restore", url, target, "--reason", "ask again", "--yes", home=home)
+    with saver_of() as saver:
+        graph = interrupt_graph(saver)
+        assert graph.get_state(thread.config).next == ("ask",)
+        graph.invoke(None, thread.config)
+        paused = graph.get_state(thread.config)
+        assert paused.next == ("ask",) and paused.tasks[0].interrupts
+        graph.invoke(Command(resume="no"), thread.config)
+        messages = plain(graph.get_state(thread.config).values)["messages"]
+        assert messages[-1]["content"] == "approved: no"
+
+
+def test_delta_channel_thread_restores_to_the_right_values(db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_delta(saver, turns=5)
+        graph = delta_graph(saver)
+        history = list(graph.get_state_history(thread.config))
+        middle = next(s for s in history if len(s.values.get("messages", [])) == 6 and not s.next)
+        target, expected = middle.config["configurable"]["checkpoint_id"], plain(middle.values)
+    home = tmp_path / "home"
+    cli("restore", url, target, "--reason", "back to turn 3", "--yes", home=home)
+    with saver_of() as saver:
+        graph = delta_graph(saver)
+        assert plain(graph.get_state(thread.config).values) == expected
+        graph.invoke({"messages": [{"role": "user", "content": "again", "id": "h-again"}]}, thread.config)
+        after = plain(graph.get_state(thread.config).values)
+        assert after["messages"][:6] == expected["messages"] and after["turns"] == expected["turns"] + 1
+
+
+def test_rollback_supersedes_later_checkpoints_and_undo_round_trips(
+        db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_tools(saver)
+        graph = tool_loop_graph(saver)
+        history = list(graph.get_state_history(thread.config))
+        target = history[2].config["configurable"]["checkpoint_id"]
+        later = {s.config["configurable"]["checkpoint_id"] for s in history[:2]}
+        head_values = plain(history[0].values)
+    home = tmp_path / "home"
+    done = cli("rollback", url, thread.thread_id, "--to", target, "--reason", "bad answer", "--yes", home=home)
+    assert set(done["superseded"]) == later
+    rows = cli("ls", url, "--run", thread.thread_id, home=home)
+    assert {r["checkpoint_id"] for r in rows if r["status"] == "superseded"} == later
+    fresh = cli("ls", url, "--run", thread.thread_id, home=tmp_path / "fresh-home")  # a new index sees marks too
+    assert {r["checkpoint_id"] for r in fresh if r["status"] == "superseded"} == later
+    undone = cli("undo", url, done["action_id"], "--reason", "it was fine", "--yes", home=home)
+    assert undone["check"]["ok"] and undone["previous_head"] == done["new_head"]
+    rows = cli("ls", url, "--run", thread.thread_id, home=home)
+    assert not [r for r in rows if r["status"] == "superseded"]
+    with saver_of() as saver:
+        assert plain(tool_loop_graph(saver).get_state(thread.config).values) == head_values
+    journal = cli("journal", url, home=home)
+    assert journal["chain_ok"] and journal["actions"][1]["undo_of"] == done["action_id"]
+
+
+def test_moved_head_conflicts_and_nothing_is_written(db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_tools(saver)
+        ids = history_ids(tool_loop_graph(saver), thread.config)
+    home = tmp_path / "home"
+    done = lastgood_cli("restore", url, ids[2], "--reason", "x", "--yes", "--expect-head", ids[1],
+                        home=home)
+    assert done.returncode == 1 and "moved" in done.stderr and "Traceback" not in done.stderr
+    with saver_of() as saver:
+        assert history_ids(tool_loop_graph(saver), thread.config) == ids
+    assert cli("journal", url, home=home)["actions"] == []
+
+
+def test_parallel_restores_with_the_same_expected_head_one_wins(
+        db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_tools(saver)
+        ids = history_ids(tool_loop_graph(saver), thread.config)
+    exe = str(Path(sys.executable).with_name("lastgood"))
+    procs = [subprocess.Popen([exe, "restore", url, ids[1 + i % 3], "--reason", f"race {i}", "--yes",
+                               "--expect-head", ids[0], "--home", str(tmp_path / f"h{i}")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    codes = [p.wait(timeout=120) for p in procs]
+    assert sorted(codes) == [0, 1, 1, 1], [p.stderr.read() for p in procs]
+    journal = cli("journal", url, home=tmp_path / "h-check")
+    assert journal["chain_ok"] and len(journal["actions"]) == 1
+
+
+def test_reading_never_creates_the_journal_table(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "lg.sqlite"
+    with sqlite3.connect(str(path), check_same_thread=False) as conn:
+        build_tools(SqliteSaver(conn))
+    home = tmp_path / "home"
+    cli("ls", str(path), home=home)
+    assert cli("journal", str(path), home=home) == {"chain_ok": True, "entries": 0, "problems": [],
+                                                     "actions": [], "pending": []}
+    with sqlite3.connect(str(path)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "lastgood_journal" not in tables
+
+
+def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "lg.sqlite"
+    with sqlite3.connect(str(path), check_same_thread=False) as conn:
+        thread = build_tools(SqliteSaver(conn))
+        ids = history_ids(tool_loop_graph(SqliteSaver(conn)), thread.config)
+    home = tmp_path / "home"
+    cli("restore", str(path), ids[2], "--reason", "first", "--yes", home=home)
+    cli("quarantine", str(path), ids[1], "--reason", "second", "--yes", home=home)
+    with sqlite3.connect(str(path)) as conn:
+        entry = json.loads(conn.execute("SELECT entry FROM lastgood_journal WHERE seq = 1").fetchone()[0])
+        entry["reason"] = "rewritten"
+        conn.execute("UPDATE lastgood_journal SET entry = ? WHERE seq = 1", (json.dumps(entry),))
+    done = lastgood_cli("journal", str(path), "--format", "json", home=home)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and not report["chain_ok"] and "hash" in report["problems"][0]
