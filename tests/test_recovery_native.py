@@ -1,0 +1,222 @@
+"""Recovery on the native store: the head a resuming agent loads equals the target
+after restore, rollback and undo; marks, refusals, conflicts, the journal."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lastgood import journal as jr
+from lastgood import recovery
+from lastgood.catalog import Catalog
+from lastgood.errors import ConflictError, UsageError
+from lastgood.readers.native_writer import NativeWriter
+from lastgood.stores import index_store
+from tests.helpers import lastgood_cli, write_store
+
+
+@pytest.fixture()
+def native(tmp_path: Path) -> tuple[str, dict[str, list[dict[str, Any]]], Catalog]:
+    url = str(tmp_path / "store")
+    states = write_store(url, runs=2, steps=8)
+    catalog = Catalog(tmp_path / "home" / "index.duckdb")
+    index_store(catalog, url)
+    return url, states, catalog
+
+
+def ids_of(catalog: Catalog, store_id: int, run: str) -> list[str]:
+    with catalog.connect() as con:
+        rows = con.execute("""SELECT checkpoint_id FROM checkpoints WHERE store_id = ? AND run_id = ?
+                              ORDER BY step""", [store_id, run]).fetchall()
+    return [r[0] for r in rows]
+
+
+def statuses(catalog: Catalog, store_id: int, run: str) -> dict[str, str]:
+    with catalog.connect() as con:
+        rows = con.execute("""SELECT checkpoint_id, status FROM checkpoints WHERE store_id = ?
+                              AND run_id = ?""", [store_id, run]).fetchall()
+    return dict(rows)
+
+
+def apply(catalog: Catalog, url: str, plan_of: Any, reason: str = "test") -> recovery.ActionResult:
+    store = index_store(catalog, url, check="none").store
+    return recovery.apply_plan(catalog, store, plan_of(store), reason=reason, operator="tester")
+
+
+def test_restore_rollback_undo_load_head_state_equals_the_target(native) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    writer = NativeWriter(url, create=False)
+    done = apply(catalog, url, lambda s: recovery.plan_restore(catalog, s, ids[3]))
+    assert done.new_head == ids[3] and done.check["ok"]
+    assert writer.load_head_state("run-0") == states["run-0"][3]
+    assert writer.head("run-0")["note"]["reason"] == "test"
+    rolled = apply(catalog, url, lambda s: recovery.plan_rollback(catalog, s, "run-0", ids[2]))
+    assert writer.load_head_state("run-0") == states["run-0"][2]
+    assert rolled.superseded == ids[3:]
+    assert {c for c, s in statuses(catalog, store.store_id, "run-0").items() if s == "superseded"} == set(ids[3:])
+    undone = apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, rolled.action_id))
+    assert writer.load_head_state("run-0") == states["run-0"][3] and undone.undo_of == rolled.action_id
+    assert "superseded" not in statuses(catalog, store.store_id, "run-0").values()
+    redo = apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, undone.action_id))
+    assert writer.load_head_state("run-0") == states["run-0"][2]
+    assert redo.superseded == [] and set(ids[3:]) <= {
+        c for c, s in statuses(catalog, store.store_id, "run-0").items() if s == "superseded"}
+    report = recovery.journal_report(store)
+    assert report["chain_ok"] and [a["action"] for a in report["actions"]] == [
+        "restore", "rollback", "undo", "undo"]
+    writer2 = NativeWriter(url, create=False)  # the agent resumes and saves on top of the restored head
+    saved = writer2.save("run-0", {"after": "restore"})
+    assert saved.parent_id == ids[2] and writer2.load_head_state("run-0") == {"after": "restore"}
+
+
+def test_quarantined_and_corrupt_targets_are_refused_without_force(native, tmp_path: Path) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-1")
+    apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[1]), reason="looks wrong")
+    assert statuses(catalog, store.store_id, "run-1")[ids[1]] == "quarantined"
+    store = index_store(catalog, url, check="none").store
+    with pytest.raises(UsageError, match="quarantined.*--force"):
+        recovery.plan_restore(catalog, store, ids[1])
+    forced = recovery.plan_restore(catalog, store, ids[1], force=True)
+    assert forced.warnings and "forced" in forced.warnings[0]
+    fresh = Catalog(tmp_path / "fresh" / "index.duckdb")  # a new index reads the marks from the store
+    fresh_id = index_store(fresh, url, check="none").store.store_id
+    assert statuses(fresh, fresh_id, "run-1")[ids[1]] == "quarantined"
+    apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[1], release=True), reason="ok")
+    assert statuses(catalog, store.store_id, "run-1")[ids[1]] == "ok"
+    blob = Path(url) / json.loads((Path(url) / "heads" / "run-1.json").read_text())["location"]
+    full = next(p for p in sorted(blob.parent.iterdir()) if p.stat().st_size > 300)
+    full.write_bytes(full.read_bytes()[:-5] + b"XXXXX")
+    store = index_store(catalog, url, check="data", full=True).store
+    corrupt = [c for c, s in statuses(catalog, store.store_id, "run-1").items() if s == "corrupt"]
+    assert corrupt
+    with pytest.raises(UsageError, match="corrupt.*--force"):
+        recovery.plan_restore(catalog, store, corrupt[0])
+
+
+def test_moved_head_conflicts_and_nothing_is_written(native) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    plan = recovery.plan_restore(catalog, store, ids[1])
+    NativeWriter(url, create=False).save("run-0", {"agent": "moved on"})
+    head_before = (Path(url) / "heads" / "run-0.json").read_bytes()
+    with pytest.raises(ConflictError, match="moved"):
+        recovery.apply_plan(catalog, store, plan, reason="late", operator="tester")
+    assert (Path(url) / "heads" / "run-0.json").read_bytes() == head_before
+    assert recovery.journal_report(store)["actions"] == []
+    assert not (Path(url) / "journal" / "lock.json").exists()
+
+
+def test_parallel_restores_with_the_same_expected_head_exactly_one_wins(native) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    head = recovery.backend(store).head("run-0")
+    outcomes: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def attempt(i: int) -> None:
+        backend = recovery.backend(store)
+        entry = {"id": jr.new_action_id(), "action": "restore", "operator": "t", "reason": f"race {i}",
+                 "run_id": "run-0", "namespace": "", "target": ids[i], "previous_head": head,
+                 "marks": jr.empty_marks()}
+        change = jr.Change("run-0", "", head, ids[i], entry, {"step": i, "kind": "full"})
+        barrier.wait()
+        try:
+            backend.commit(change)
+            outcomes.append("won")
+        except ConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["conflict"] * 5 + ["won"]
+    report = recovery.journal_report(store)
+    assert report["chain_ok"] and len(report["actions"]) == 1
+
+
+def test_an_agent_saving_during_restores_never_leaves_a_mixed_state(native) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    agent_states = [{"agent": i} for i in range(40)]
+    stop = threading.Event()
+
+    def agent() -> None:
+        writer = NativeWriter(url, create=False)
+        for state in agent_states:
+            if stop.is_set():
+                return
+            writer.save("run-0", state, kind="full")
+
+    worker = threading.Thread(target=agent)
+    worker.start()
+    results = []
+    for i in range(6):
+        store = index_store(catalog, url, check="none").store
+        try:
+            plan = recovery.plan_restore(catalog, store, ids[i % 4])
+            results.append(recovery.apply_plan(catalog, store, plan, reason="race", operator="t"))
+        except (ConflictError, UsageError):
+            results.append(None)
+    stop.set()
+    worker.join()
+    final = NativeWriter(url, create=False).load_head_state("run-0")
+    assert final in agent_states or final in states["run-0"][:4]
+    assert recovery.journal_report(store)["chain_ok"]
+
+
+def test_plan_lists_events_after_the_target_and_the_cli_contract(native, tmp_path: Path) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    plan = recovery.plan_restore(catalog, store, ids[2]).to_dict()
+    assert any(e["kind"] == "event:timeout" for e in plan["side_effects"])  # saved at step 5
+    assert plan["diff"]["summary"]["removed"] > 0 and plan["resumes_from"] == ids[2]
+    assert "sk-test" not in json.dumps(plan)  # redacted
+    home = tmp_path / "cli-home"
+    dry = lastgood_cli("rollback", url, "run-0", "--to", ids[2][:20], "--dry-run", "--format", "json", home=home)
+    shape = json.loads(dry.stdout)
+    assert {"action_id", "action", "run_id", "target", "previous_head", "new_head", "superseded",
+            "dry_run"} <= set(shape) and shape["dry_run"] is True and shape["superseded"] == ids[3:]
+    no_tty = lastgood_cli("rollback", url, "run-0", "--to", ids[2], "--reason", "r", home=home)
+    assert no_tty.returncode == 2 and "--yes" in no_tty.stderr
+    no_reason = lastgood_cli("rollback", url, "run-0", "--to", ids[2], "--yes", home=home)
+    assert no_reason.returncode == 2 and "reason" in no_reason.stderr
+    assert NativeWriter(url, create=False).head("run-0")["checkpoint_id"] == ids[-1]
+    done = lastgood_cli("rollback", url, "run-0", "--to", ids[2], "--yes", "--reason", "r", "--format", "json",
+                        home=home, env={"LASTGOOD_OPERATOR": "ana"})
+    assert done.returncode == 0 and json.loads(done.stdout)["new_head"] == ids[2]
+    journal = json.loads(lastgood_cli("journal", url, "--format", "json", home=home).stdout)
+    assert journal["chain_ok"] and journal["actions"][0]["operator"] == "ana"
+    entry = journal["actions"][0]
+    assert {"id", "time", "operator", "action", "reason", "run_id", "target", "previous_head", "new_head",
+            "superseded", "undo_of", "plan_digest", "hash", "prev_hash"} <= set(entry)
+
+
+def test_tampering_with_a_native_journal_file_breaks_the_chain(native) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    apply(catalog, url, lambda s: recovery.plan_restore(catalog, s, ids[1]))
+    apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[2]))
+    assert recovery.journal_report(store)["chain_ok"]
+    first = Path(url) / "journal" / "entries" / "0000000001.json"
+    entry = json.loads(first.read_text())
+    entry["operator"] = "someone else"
+    first.write_text(json.dumps(entry))
+    report = recovery.journal_report(store)
+    assert not report["chain_ok"] and "entry 1" in report["problems"][0]
+    (Path(url) / "journal" / "entries" / "0000000001.json").unlink()
+    assert not recovery.journal_report(store)["chain_ok"]
