@@ -208,7 +208,7 @@ def test_sidebar_store_picker_opens_each_kind(stores: Stores, serve, page) -> No
     page.goto(server.url)
     page.get_by_text("No store selected").wait_for()
     for kind in KINDS:
-        box = page.get_by_label("Open a store")
+        box = page.get_by_role("textbox", name="Open a store")
         box.fill(stores.urls[kind])
         box.press("Enter")
         page.get_by_text(f"{stores.counts[kind]:,}", exact=True).first.wait_for(timeout=60_000)
