@@ -109,8 +109,19 @@ def decode_typed(type_: str | None, data: bytes | None, *, aes_key: bytes | None
         return _decode_encrypted(type_, payload, aes_key)
     decoder = _DECODERS.get(type_)
     if decoder is None:
-        raise DecodeError(f"unknown serialization type {type_!r}", Check.UNKNOWN_CODEC)
-    return decoder(payload)
+        raise DecodeError(f"unknown serialization type {str(type_)[:40]!r}", Check.UNKNOWN_CODEC)
+    return _bounded(decoder(payload), len(payload))
+
+
+def _bounded(value: Any, size: int) -> Any:
+    """``value`` when it is within lastgood.limits (depth, size), else DecodeError."""
+    from lastgood.readers import validate
+
+    try:
+        validate.check_state(value, "value", size)
+    except validate.Invalid as exc:
+        raise DecodeError(str(exc), exc.check) from None
+    return value
 
 
 def _as_bytes(data: Any) -> bytes:
@@ -260,8 +271,24 @@ def _numpy_summary(payload: bytes) -> dict[str, Any]:
             "size": size, "nbytes": len(buf) if isinstance(buf, (bytes, bytearray)) else None}
 
 
+def _pairs_as_dict(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """A msgpack map as a dict, whatever its keys: unhashable keys (lists, maps)
+    become their JSON text and bytes keys their text, so they stay data."""
+    out: dict[Any, Any] = {}
+    for key, value in pairs:
+        if isinstance(key, (list, dict)):
+            key = json.dumps(key, sort_keys=True, default=str)
+        elif isinstance(key, (bytes, bytearray, memoryview)):
+            key = bytes(key).decode("utf-8", "backslashreplace")
+        elif not isinstance(key, (str, int, float, bool, type(None))):
+            key = str(key)
+        out[key] = value
+    return out
+
+
 _UNPACK_OPTIONS: dict[str, Any] = {
     "raw": False, "strict_map_key": False, "ext_hook": _ext_hook, "timestamp": 3,
+    "object_pairs_hook": _pairs_as_dict,
 }
 
 

@@ -54,6 +54,7 @@ from lastgood.readers.langgraph_findings import (
     payload_findings,
     pending_error_finding,
 )
+from lastgood.readers.validate import langgraph_rows
 from lastgood.readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
@@ -388,6 +389,8 @@ class LangGraphSqliteReader(Reader):
         with _gc_paused():
             cursor = conn.execute(LIST_SQL, (after,))
             while rows := cursor.fetchmany(BATCH_ROWS):
+                if not (rows := langgraph_rows(rows, findings)):  # validation boundary
+                    continue
                 cols = CheckpointColumns(*_columns(rows))
                 del rows
                 table, batch_findings = checkpoints_batch(cols)

@@ -226,6 +226,54 @@ def store_marker(value: Any, url: str, name: str, version: int) -> None:
                           f"version {version} only — upgrade Lastgood to read it")
 
 
+# ---- LangGraph rows ------------------------------------------------------------------------
+
+# columns of a listed LangGraph checkpoint row: (name, None allowed)
+LANGGRAPH_TEXT_COLUMNS = (("thread_id", False), ("checkpoint_ns", True), ("checkpoint_id", False),
+                          ("parent_checkpoint_id", True), ("type", True))
+
+
+def langgraph_rows(rows: list[tuple[Any, ...]], findings: list[Any], table: str = "checkpoints"
+                   ) -> list[tuple[Any, ...]]:
+    """The listed rows whose key and type columns are text (a NULL only where
+    LangGraph writes one); each other row becomes a finding naming it. Rows are
+    tuples starting with LANGGRAPH_TEXT_COLUMNS, then ``length(checkpoint)``.
+    A fast type scan per column; rows are looked at one by one only when it fails."""
+    if not rows or _langgraph_types_ok(rows):
+        return rows
+    from lastgood.readers.base import Finding
+
+    good = []
+    for row in rows:
+        try:
+            key = _langgraph_key(row)
+        except Invalid as exc:
+            findings.append(Finding(Check.ROW_INVALID, "error", f"{table} row {_short(row[:3], 120)}: {exc}"))
+            continue
+        good.append((*key, *row[len(key):]))
+    return good
+
+
+def _langgraph_types_ok(rows: list[tuple[Any, ...]]) -> bool:
+    columns = list(zip(*rows))
+    for index, (_name, nullable) in enumerate(LANGGRAPH_TEXT_COLUMNS):
+        kinds = set(map(type, columns[index]))
+        if not kinds <= ({str, type(None)} if nullable else {str}):
+            return False
+        if any(len(v) > limits.MAX_ID_CHARS or "\x00" in v for v in columns[index] if v):
+            return False
+    return True
+
+
+def _langgraph_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = []
+    for (name, nullable), value in zip(LANGGRAPH_TEXT_COLUMNS, row):
+        if value is None and not nullable:
+            raise Invalid(f"{name} is NULL")
+        out.append(text(value, name, required=not nullable) if value is not None else None)
+    return tuple(out)
+
+
 # ---- compacted parts ------------------------------------------------------------------
 
 _PART_PROBLEMS = f"""
