@@ -282,7 +282,9 @@ def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
         else:
             message = f"incremental chain broken: parent {parent} is damaged"
             findings.append(Finding(Check.CHAIN_BROKEN, "error", message, run_id, namespace, cid))
-    return findings
+    from lastgood.queries import duplicate_id_findings  # same id in several runs (RUN/ID)
+
+    return findings + duplicate_id_findings(catalog, store_id)
 
 
 _LINEAGE_SQL = """
