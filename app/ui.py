@@ -55,6 +55,7 @@ from lastgood.readers.registry import display_url
 
 CACHE_TTL = 60
 TIMELINE_PAGE = page_path("timeline")
+DIFF_PAGE = page_path("diff")
 ALL_AGENTS = "All agents"
 MAX_TABLE_ROWS = 500
 FAILURES_SHOWN = 20  # queries.recent_failures' default limit
@@ -478,6 +479,12 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     if c.get("status_reason"):
         (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {c['status_reason']}")
     _render_fields(c, result.get("head"))
+    from lastgood.ui_recovery import recovery_links  # lazy: ui_recovery imports this module
+
+    recovery_links(ref, c)
+    if c.get("parent_id"):
+        st.page_link(DIFF_PAGE, label="Compare with parent", icon=":material/difference:",
+                     query_params={"store": ref.url, "a": c["parent_id"], "b": c["checkpoint_id"]})
     tabs = st.tabs(["State", f"Findings ({len(result['findings'])})", f"Events ({len(result['events'])})",
                     f"Pending writes ({len(result['pending_writes'])})", "Metadata"])
     with tabs[0]:

@@ -1,0 +1,299 @@
+"""Streamlit glue for the Diff page: selection (with URL query params), the cached diff,
+the conversation view, the tree of other changes, the field-over-time chart, export.
+
+Everything shown is redacted: diffs by ``diff_states`` (redact=True), states by
+``lastgood.show.load_state_safely``, tracked values when they are stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from lastgood import investigate as inv
+from lastgood.diff import message_line, preview
+from lastgood.errors import LastgoodError
+from lastgood.output import dumps
+from lastgood.show import load_state_safely
+from lastgood.stateview import find_conversation, truncate
+from lastgood.ui import STORE_KEY, StoreRef, _catalog, _open_store, guarded, utc
+
+MAX_CHOICES = 500
+MAX_MESSAGE_CHANGES = 200
+MAX_TREE_ROWS = 2000
+# session-state keys
+RUN_A, CKPT_A, RUN_B, CKPT_B = "diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"
+PREV_B, PARAMS_TAKEN, ONLY_CHANGES, TRACK_PATH = "diff_prev_b", "diff_params_taken", "diff_only", "diff_track"
+SYNC = "_sync_run"  # suffix: a checkpoint chosen by code (link, parent) selects its run too
+MARKS = {"add": ("added", "green"), "remove": ("removed", "red"), "edit": ("edited", "orange"),
+         "move": ("moved", "blue")}
+
+
+@dataclass(frozen=True)
+class DiffView:
+    """One computed diff with what the page shows around it (all redacted)."""
+
+    result: dict[str, Any]
+    state_a: Any
+    state_b: Any
+    error_a: str | None
+    error_b: str | None
+    messages_path: list[str]
+
+
+# ---- selection ---------------------------------------------------------------------------
+
+
+def take_query_params() -> None:
+    """On a page's first run, A, B and the store from the URL (a shared link) become the selection."""
+    if st.session_state.get(PARAMS_TAKEN):
+        return
+    st.session_state[PARAMS_TAKEN] = True
+    params = st.query_params
+    if params.get("store"):
+        st.session_state[STORE_KEY] = params["store"]
+    if params.get("b"):
+        _queue(CKPT_B, params["b"])
+        st.session_state[PREV_B] = params["b"] if params.get("a") else None
+    if params.get("a"):
+        _queue(CKPT_A, params["a"])
+
+
+def _queue(ckpt_key: str, checkpoint: str) -> None:
+    """Select ``checkpoint`` (its run is selected with it when the side is drawn)."""
+    st.session_state[ckpt_key] = checkpoint
+    st.session_state[ckpt_key + SYNC] = True
+
+
+def write_query_params(ref: StoreRef, a: str | None, b: str | None) -> None:
+    """The selection in the URL, so a copied link opens this same diff."""
+    wanted = {"store": ref.url, "a": a or "", "b": b or ""}
+    if any(st.query_params.get(k) != v for k, v in wanted.items()):
+        st.query_params.update(wanted)
+
+
+@st.cache_data(ttl=60, max_entries=64, show_spinner=False)
+def _run_choices(index_path: str, store_id: int, run_id: str) -> dict[str, str]:
+    records = inv.run_checkpoints(_catalog(index_path), store_id, run_id)[-MAX_CHOICES:]
+    return {r.checkpoint_id: f"step {r.step} · {utc(r.created_at)} · {r.status} · {r.checkpoint_id[:13]}…"
+            for r in reversed(records)}
+
+
+@st.cache_data(ttl=60, max_entries=64, show_spinner=False)
+def _record(index_path: str, store_id: int, ref: str) -> dict[str, Any]:
+    record = inv.resolve_ref(_catalog(index_path), store_id, ref)
+    parent = inv.parent_of(_catalog(index_path), store_id, record)
+    return {"checkpoint_id": record.checkpoint_id, "run_id": record.run_id, "step": record.step,
+            "created_at": record.created_at, "status": record.status,
+            "parent_id": parent.checkpoint_id if parent else None}
+
+
+def pick_checkpoints(ref: StoreRef, runs: list[str]) -> tuple[str | None, str | None]:
+    """Run and checkpoint for B (default: the newest of the first run) and A (default: B's parent,
+    re-chosen whenever B changes; a link's own A is kept)."""
+    with guarded():
+        b = _pick_side(ref, runs, "B", RUN_B, CKPT_B)
+        if b and st.session_state.get(PREV_B) != b:
+            st.session_state[PREV_B] = b
+            parent = _record(ref.index_path, ref.store_id, b)["parent_id"]
+            _queue(CKPT_A, parent or b)
+        a = _pick_side(ref, runs, "A", RUN_A, CKPT_A)
+    return a, b
+
+
+def _maybe_record(ref: StoreRef, checkpoint: str) -> dict[str, Any] | None:
+    try:
+        return _record(ref.index_path, ref.store_id, checkpoint)
+    except LastgoodError:  # e.g. a checkpoint of the store picked before
+        return None
+
+
+def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key: str) -> str | None:
+    wanted = st.session_state.get(ckpt_key)
+    if wanted and st.session_state.pop(ckpt_key + SYNC, False):
+        record = _record(ref.index_path, ref.store_id, wanted)  # a bad link: one error line
+        st.session_state[run_key] = record["run_id"]
+        st.session_state[ckpt_key] = wanted = record["checkpoint_id"]
+    if st.session_state.get(run_key) not in runs:
+        st.session_state[run_key] = runs[0]
+    left, right = st.columns([2, 5])
+    run = left.selectbox(f"Run ({side})", runs, key=run_key)
+    choices = dict(_run_choices(ref.index_path, ref.store_id, run))
+    record = _maybe_record(ref, wanted) if wanted and wanted not in choices else None
+    if record and record["run_id"] == run:  # older than the newest MAX_CHOICES
+        choices[wanted] = f"step {record['step']} · {wanted[:13]}…"
+    if st.session_state.get(ckpt_key) not in choices:
+        st.session_state[ckpt_key] = next(iter(choices), None)
+    return right.selectbox(side, list(choices), format_func=choices.get, key=ckpt_key)
+
+
+# ---- the diff ---------------------------------------------------------------------------
+
+
+@st.cache_data(ttl=60, max_entries=16, show_spinner="Decoding and comparing…")
+def _diff_view(index_path: str, url: str, store_id: int, a: str, b: str) -> DiffView:
+    catalog, store = _catalog(index_path), _open_store(index_path, url)
+    result, label_a, label_b = inv.diff_checkpoints(catalog, store, a, b)
+    record_a = inv.resolve_ref(catalog, store_id, a)
+    record_b = inv.resolve_ref(catalog, store_id, b)
+    state_a, error_a = load_state_safely(store, record_a)
+    state_b, error_b = load_state_safely(store, record_b)
+    path, _ = find_conversation(state_b)
+    if not path:
+        path, _ = find_conversation(state_a)
+    return DiffView(result.to_dict(label_a, label_b), state_a, state_b, error_a, error_b, path)
+
+
+def diff_view(ref: StoreRef, a: str, b: str) -> DiffView:
+    with guarded():
+        return _diff_view(ref.index_path, ref.url, ref.store_id, a, b)
+
+
+def render_summary(view: DiffView) -> None:
+    s = view.result["summary"]
+    cols = st.columns(4)
+    for col, (label, key) in zip(cols, [("Added", "added"), ("Removed", "removed"), ("Changed", "changed"),
+                                        ("Moved", "moved")]):
+        col.metric(label, f"{s.get(key, 0):,}")
+    if not view.result["changes"]:
+        st.success("No changes: A and B hold the same state.")
+
+
+def message_changes(view: DiffView) -> list[dict[str, Any]]:
+    """One row per changed chat message: {mark, index, message, fields} in B's order."""
+    if not view.messages_path:
+        return []
+    prefix = "/" + "/".join(view.messages_path) + "/"
+    edits: dict[int, list[str]] = {}
+    rows: list[dict[str, Any]] = []
+    for c in view.result["changes"]:
+        if not c["path"].startswith(prefix):
+            continue
+        index, _, rest = c["path"][len(prefix):].partition("/")
+        if not index.isdigit():
+            continue
+        if rest:
+            edits.setdefault(int(index), []).append(rest)
+        elif c["op"] in ("add", "remove", "move"):
+            value = c["new"] if c["op"] == "add" else c["old"]
+            if c["op"] == "move":
+                value = _message_at(view.state_b, view.messages_path, int(index))
+            rows.append({"mark": c["op"], "index": int(index), "message": value,
+                         "fields": [f"from {c['from']}"] if c["op"] == "move" else []})
+    for index, fields in edits.items():
+        rows.append({"mark": "edit", "index": index, "fields": fields,
+                     "message": _message_at(view.state_b, view.messages_path, index)})
+    return sorted(rows, key=lambda r: (r["index"], r["mark"] != "remove"))
+
+
+def _message_at(state: Any, path: list[str], index: int) -> Any:
+    try:
+        for key in path:
+            state = state[key]
+        return state[index]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def render_conversation_changes(view: DiffView) -> None:
+    rows = message_changes(view)
+    if not view.messages_path:
+        return
+    st.markdown(f"**Conversation** · `{'/'.join(view.messages_path)}` · {len(rows)} message(s) changed")
+    if not rows:
+        st.caption("No message was added, removed, edited or moved.")
+        return
+    box = st.container(height=420) if len(rows) > 6 else st.container()
+    for row in rows[:MAX_MESSAGE_CHANGES]:
+        label, color = MARKS[row["mark"]]
+        message = row["message"] if isinstance(row["message"], dict) else {}
+        role = str(message.get("role") or message.get("type") or "assistant")
+        with box.chat_message(role if role in ("user", "assistant", "human", "ai") else "assistant"):
+            st.badge(f"{label} · #{row['index']}", color=color)
+            st.markdown((message_line(message) or preview(message)).replace("![", "!\\["))
+            if row["fields"]:
+                st.caption("changed: " + ", ".join(f"`{f}`" for f in row["fields"][:10]))
+    if len(rows) > MAX_MESSAGE_CHANGES:
+        st.caption(f"{len(rows) - MAX_MESSAGE_CHANGES:,} more changed messages: export the JSON for all.")
+
+
+def render_change_tree(view: DiffView) -> None:
+    """The other changes, one collapsible group per top-level key."""
+    prefix = "/" + "/".join(view.messages_path) if view.messages_path else None
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in view.result["changes"]:
+        if prefix and (c["path"] == prefix or c["path"].startswith(prefix + "/")):
+            continue
+        top = "/" + c["path"].split("/")[1] if c["path"] else "(root)"
+        groups.setdefault(top, []).append(c)
+    if not groups:
+        return
+    st.markdown("**Other changes**")
+    for top, changes in sorted(groups.items()):
+        with st.expander(f"`{top}` · {len(changes)} change(s)", expanded=len(groups) <= 3):
+            frame = pd.DataFrame([{"op": c["op"], "path": c["path"], "old": preview(c["old"]),
+                                   "new": preview(c["new"]), "delta": c.get("delta")}
+                                  for c in changes[:MAX_TREE_ROWS]])
+            st.dataframe(frame, hide_index=True, width="stretch")
+
+
+def render_side_by_side(view: DiffView) -> None:
+    left, right = st.columns(2)
+    for col, side, state, error in ((left, "A", view.state_a, view.error_a), (right, "B", view.state_b,
+                                                                               view.error_b)):
+        with col:
+            st.markdown(f"**{side}** `{view.result[side.lower()]['checkpoint_id']}`")
+            if error:
+                st.warning(f"The state cannot be shown: {error}")
+            else:
+                st.json(dumps(truncate(state)), expanded=1)
+
+
+def export_button(view: DiffView) -> None:
+    a, b = view.result["a"]["checkpoint_id"], view.result["b"]["checkpoint_id"]
+    st.download_button("Export JSON", dumps(view.result), file_name=f"diff-{a[:13]}-{b[:13]}.json",
+                       mime="application/json", icon=":material/download:")
+
+
+# ---- a field over time -------------------------------------------------------------------
+
+
+@st.cache_data(ttl=60, max_entries=32, show_spinner="Reading the field at every checkpoint…")
+def _tracked(index_path: str, url: str, store_id: int, run_id: str, path: str) -> pd.DataFrame:
+    rows = inv.track_field(_catalog(index_path), _open_store(index_path, url), run_id, path)
+    return pd.DataFrame(rows)
+
+
+def render_field_over_time(ref: StoreRef, view: DiffView) -> None:
+    run_id = view.result["b"]["run_id"]
+    default = "/" + "/".join(view.messages_path) if view.messages_path else "/"
+    if TRACK_PATH not in st.session_state:
+        st.session_state[TRACK_PATH] = default
+    path = st.text_input("Field over time (JSON Pointer; lists and dicts by length)", key=TRACK_PATH).strip()
+    if not path:
+        return
+    with guarded():
+        frame = _tracked(ref.index_path, ref.url, ref.store_id, run_id, inv.normalize_track_path(path))
+    if frame.empty or frame["number"].isna().all():
+        st.caption(f"`{path}` has no numeric value (or length) in run `{run_id}`.")
+        return
+    st.plotly_chart(_field_figure(frame, path, view), width="stretch", key="diff_track_chart")
+
+
+def _field_figure(frame: pd.DataFrame, path: str, view: DiffView) -> go.Figure:
+    x = (frame["step"] if frame["step"].notna().all() else frame.index.to_series()).tolist()
+    hover = [f"{c[:13]}… · {preview(v) if v is not None else n}" for c, v, n in
+             zip(frame["checkpoint_id"], frame["value"], frame["number"])]
+    fig = go.Figure(go.Scatter(x=x, y=frame["number"].tolist(), mode="lines+markers", name=path, hovertext=hover,
+                               hoverinfo="text+x+y"))
+    for side in ("a", "b"):
+        label = view.result[side]
+        if label["run_id"] == view.result["b"]["run_id"] and label.get("step") is not None:
+            fig.add_vline(x=label["step"], line_dash="dot", annotation_text=side.upper())
+    fig.update_layout(height=280, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
+                      yaxis_title=path, title=f"{path} in run {view.result['b']['run_id']}")
+    return fig

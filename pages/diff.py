@@ -1,0 +1,33 @@
+"""Diff: what changed between two checkpoints (default: the selected one vs its parent)."""
+
+import streamlit as st
+
+from lastgood import ui, ui_diff
+
+st.title("Diff")
+ui_diff.take_query_params()  # a shared link carries store, A and B
+ref = ui.store_picker()
+if ref is None:
+    st.stop()
+runs = ui.runs_frame(ref)
+if runs.empty:
+    st.info("No checkpoints in this store yet: nothing to compare.")
+    st.stop()
+
+a, b = ui_diff.pick_checkpoints(ref, sorted(runs["run_id"]))
+ui_diff.write_query_params(ref, a, b)
+if not a or not b:
+    st.info("Pick two checkpoints to compare.")
+    st.stop()
+
+view = ui_diff.diff_view(ref, a, b)
+ui_diff.render_summary(view)
+only_changes = st.toggle("Only changes", value=True, key=ui_diff.ONLY_CHANGES,
+                         help="Off: show both states side by side as well")
+ui_diff.render_conversation_changes(view)
+ui_diff.render_change_tree(view)
+if not only_changes:
+    ui_diff.render_side_by_side(view)
+ui_diff.export_button(view)
+st.divider()
+ui_diff.render_field_over_time(ref, view)

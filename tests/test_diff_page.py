@@ -1,0 +1,112 @@
+"""AppTest for the Diff page against the real demo store (tests/fixtures_browser.py), and the
+"Compare with parent" link on the Timeline's checkpoint detail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
+from tests.test_pages import pick_checkpoint, rendered_text
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+DIFF = "../pages/diff.py"
+TIMELINE = "../pages/timeline.py"
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
+    base = tmp_path_factory.mktemp("diffpage")
+    return build_demo_store(base / "store", base / "home")
+
+
+@pytest.fixture()
+def app_env(demo: DemoStore, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
+    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([demo.url]))
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    return demo
+
+
+def diff_page(params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.switch_page(DIFF).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_default_is_the_newest_checkpoint_against_its_parent(app_env: DemoStore) -> None:
+    at = diff_page()
+    alpha = app_env.of_run("run-alpha")
+    assert at.selectbox(key="diff_run_b").value == "run-alpha"
+    assert at.selectbox(key="diff_ckpt_b").value == alpha[-1].checkpoint_id
+    assert at.selectbox(key="diff_ckpt_a").value == alpha[-2].checkpoint_id
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Added": "2", "Removed": "0", "Changed": "2", "Moved": "0"}
+    shown = [(c.markdown[0].value, c.markdown[1].value) for c in at.chat_message]
+    assert shown == [(":green-badge[added · #10]", "[user] run-alpha: please do task 5"),
+                     (":green-badge[added · #11]", "[assistant] Task 5 done (called `search`).")]
+    text = rendered_text(at)
+    assert "/plan/step" in text and SECRET not in text
+    assert dict(at.query_params) == {"store": app_env.url, "a": alpha[-2].checkpoint_id,
+                                     "b": alpha[-1].checkpoint_id}  # the URL reopens this diff
+
+
+def test_a_link_with_a_and_b_opens_that_diff(app_env: DemoStore) -> None:
+    beta = app_env.of_run("run-beta")
+    at = diff_page({"store": app_env.url, "a": beta[1].checkpoint_id, "b": beta[4].checkpoint_id})
+    assert at.selectbox(key="diff_run_b").value == "run-beta"
+    assert at.selectbox(key="diff_ckpt_a").value == beta[1].checkpoint_id
+    assert at.selectbox(key="diff_ckpt_b").value == beta[4].checkpoint_id
+    assert {m.label: m.value for m in at.metric}["Added"] == "6"
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["data"][0]["y"] == [2, 4, 6, 8, 10, 12]  # len(/messages) at every step
+
+
+def test_only_changes_off_shows_both_states_redacted(app_env: DemoStore) -> None:
+    at = diff_page()
+    at.toggle(key="diff_only").set_value(False).run()
+    text = rendered_text(at)
+    assert '"api_key": "[redacted]"' in text and SECRET not in text
+    assert "**A**" in text and "**B**" in text
+
+
+def test_picking_another_b_resets_a_to_its_parent_and_export_is_the_json_shape(app_env: DemoStore) -> None:
+    at = diff_page()
+    gamma = app_env.of_run("run-gamma")
+    at.selectbox(key="diff_run_b").select("run-gamma").run()
+    at.selectbox(key="diff_ckpt_b").select(gamma[2].checkpoint_id).run()
+    assert not at.exception
+    assert at.selectbox(key="diff_ckpt_a").value == gamma[1].checkpoint_id
+    download = at.get("download_button")[0]
+    assert download.proto.label == "Export JSON"
+
+
+def test_a_damaged_checkpoint_is_one_error_line(app_env: DemoStore) -> None:
+    damaged = app_env.damaged
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    at.query_params.update({"store": app_env.url, "b": damaged.checkpoint_id})
+    at.switch_page(DIFF).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [f"blob missing: blobs/run-gamma/{damaged.checkpoint_id}.json"]
+
+
+def test_timeline_detail_links_to_compare_with_parent(app_env: DemoStore) -> None:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    at.switch_page(TIMELINE).run()
+    chosen = app_env.of_run("run-alpha")[3]
+    pick_checkpoint(at, "run-alpha", chosen.checkpoint_id)
+    links = [e for e in at.get("page_link") if e.proto.label == "Compare with parent"]
+    assert len(links) == 1
+    href = links[0].proto.page
+    assert href.endswith("diff") and chosen.parent_id in links[0].proto.query_string
+    assert chosen.checkpoint_id in links[0].proto.query_string
