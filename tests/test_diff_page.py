@@ -110,3 +110,42 @@ def test_timeline_detail_links_to_compare_with_parent(app_env: DemoStore) -> Non
     href = links[0].proto.page
     assert href.endswith("diff") and chosen.parent_id in links[0].proto.query_string
     assert chosen.checkpoint_id in links[0].proto.query_string
+
+
+# ---- the flow a person clicks through, in real Chromium ---------------------------------
+
+
+@pytest.mark.browser
+def test_compare_with_parent_in_chromium(chromium_browser, streamlit_server: str,
+                                         browser_store: DemoStore, tmp_path: Path) -> None:
+    context = chromium_browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(streamlit_server)
+        page.get_by_role("link", name="Timeline").click()
+        page.get_by_role("heading", name="Timeline").wait_for()
+        chosen = browser_store.of_run("run-gamma")[3]
+        page.get_by_test_id("stSelectbox").filter(has_text="Checkpoint").click()
+        page.get_by_role("option", name=f"step {chosen.step} ").first.click()
+        page.get_by_text(f"Checkpoint {chosen.checkpoint_id}").wait_for()
+
+        page.get_by_role("link", name="Compare with parent").click()
+        page.get_by_role("heading", name="Diff").wait_for()
+        page.get_by_text("added · #6").wait_for()
+        labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
+        values = page.get_by_test_id("stMetricValue").all_inner_texts()
+        assert dict(zip((x.strip() for x in labels), (v.strip() for v in values))) == {
+            "Added": "2", "Removed": "0", "Changed": "2", "Moved": "0"}
+        body = page.inner_text("body")
+        assert "run-gamma: please do task 3" in body and SECRET not in body
+        assert f"a={chosen.parent_id}" in page.url and f"b={chosen.checkpoint_id}" in page.url
+        page.screenshot(path=str(tmp_path / "diff.png"))
+
+        shared = context.new_page()  # the URL alone reopens the same diff
+        shared.set_default_timeout(30_000)
+        shared.goto(page.url)
+        shared.get_by_text("added · #6").wait_for()
+        assert "run-gamma: please do task 3" in shared.inner_text("body")
+    finally:
+        context.close()
