@@ -9,4 +9,5 @@ st.navigation([
     st.Page(page_path("overview"), title="Overview", icon=":material/dashboard:", default=True),
     st.Page(page_path("timeline"), title="Timeline", icon=":material/timeline:"),
     st.Page(page_path("diff"), title="Diff", icon=":material/difference:"),
+    st.Page(page_path("recovery"), title="Recovery", icon=":material/restore:"),
 ]).run()

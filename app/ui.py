@@ -479,6 +479,9 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     if c.get("status_reason"):
         (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {c['status_reason']}")
     _render_fields(c, result.get("head"))
+    from lastgood.ui_recovery import recovery_links  # lazy: ui_recovery imports this module
+
+    recovery_links(ref, c)
     if c.get("parent_id"):
         st.page_link(DIFF_PAGE, label="Compare with parent", icon=":material/difference:",
                      query_params={"store": ref.url, "a": c["parent_id"], "b": c["checkpoint_id"]})

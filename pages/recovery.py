@@ -1,0 +1,20 @@
+"""Recovery: restore, roll back, quarantine and undo — previewed, confirmed, journaled."""
+
+import streamlit as st
+
+from lastgood import ui, ui_recovery
+
+st.title("Recovery")
+ref = ui.store_picker()
+if ref is None:
+    st.stop()
+blocked = ui_recovery.write_blocked(ref)
+if blocked:
+    st.info(blocked, icon=":material/lock:")
+ui_recovery.take_query_params()
+ui_recovery.render_result(ref)
+action_tab, journal_tab = st.tabs(["Action", "Journal"])
+with action_tab:
+    ui_recovery.render_form(ref)
+with journal_tab:
+    ui_recovery.render_journal(ref)

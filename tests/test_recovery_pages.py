@@ -1,0 +1,168 @@
+"""The Recovery page under AppTest (read-only blocks writes; preview → reason → confirm →
+apply → undo) and one Playwright flow in real Chromium against `lastgood ui --allow-write`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lastgood.readers.native_recovery import NativeRecovery
+from lastgood.readers.native_writer import NativeWriter
+from tests.helpers import lastgood_cli
+from tests.fixtures_browser import (
+    ROOT,
+    SECRET,
+    DemoStore,
+    build_demo_store,
+    demo_state,
+    free_port,
+    stop_group,
+    wait_for_health,
+)
+
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+RECOVERY = "../pages/recovery.py"
+TIMELINE = "../pages/timeline.py"
+TIMEOUT = 60
+
+
+@pytest.fixture()
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
+    demo = build_demo_store(tmp_path / "store", tmp_path / "home", damage=False)
+    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
+    monkeypatch.setenv("LASTGOOD_STORES", demo.url)
+    monkeypatch.setenv("LASTGOOD_OPERATOR", "page-tester")
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    return demo
+
+
+def recovery_app(**params: str) -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(RECOVERY).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def apply_button(at: AppTest):
+    return next(b for b in at.button if b.label == "Apply…")
+
+
+def test_read_only_mode_previews_but_blocks_writes(store: DemoStore) -> None:
+    at = recovery_app(action="restore", run="run-alpha", target=store.of_run("run-alpha")[1].checkpoint_id)
+    assert at.title[0].value == "Recovery"
+    assert any("Read-only" in i.value for i in at.info)
+    assert at.subheader[0].value == "Preview (dry run)"  # arrived with ?action=…: previewed at once
+    at.text_input(key="rc_reason").input("test").run()
+    button = apply_button(at)
+    assert button.disabled and "allow-write" in (button.help or "")
+    at.session_state["rc_confirm"] = True  # even a forged confirmation shows no apply dialog
+    at.run()
+    assert not at.exception and not [b for b in at.button if b.key == "rc_confirm_apply"]
+    assert not NativeRecovery(store.url).journal_entries()
+    assert SECRET not in str(at._tree)
+
+
+def test_preview_reason_confirm_apply_then_undo(store: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LASTGOOD_ALLOW_WRITE", "1")
+    target = store.of_run("run-beta")[2]
+    at = recovery_app(action="rollback", run="run-beta", target=target.checkpoint_id)
+    assert [m.value for m in at.metric][2] == "3"  # steps 3, 4, 5 become superseded
+    assert apply_button(at).disabled  # no reason yet
+    at.text_input(key="rc_reason").input("the error at step 3").run()
+    apply_button(at).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.button(key="rc_confirm_apply").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "rollback" in at.success[0].value
+    writer = NativeWriter(store.url, create=False)
+    assert writer.load_head_state("run-beta") == demo_state("run-beta", 2)
+    entries = NativeRecovery(store.url).journal_entries()
+    assert [e["action"] for e in entries] == ["rollback"] and entries[0]["operator"] == "page-tester"
+
+    next(b for b in at.button if b.label == "Undo this action").click().run()
+    assert at.session_state["rc_action"] == "undo" and at.subheader[0].value == "Preview (dry run)"
+    at.text_input(key="rc_reason").input("false alarm").run()
+    apply_button(at).click().run()
+    at.button(key="rc_confirm_apply").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert writer.load_head_state("run-beta") == demo_state("run-beta", 5)
+    entries = NativeRecovery(store.url).journal_entries()
+    assert [e["action"] for e in entries] == ["rollback", "undo"] and entries[1]["undo_of"] == entries[0]["id"]
+    journal = next(d.value for d in at.dataframe if "undo_of" in d.value.columns)
+    assert list(journal["action"]) == ["undo", "rollback"]
+
+
+def test_timeline_detail_links_to_recovery_actions(store: DemoStore) -> None:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    at.switch_page(TIMELINE).run()
+    chosen = store.of_run("run-alpha")[2]
+    at.selectbox(key="tl_run").select("run-alpha").run()
+    at.selectbox(key="tl_ckpt").select(chosen.checkpoint_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    links = {link.proto.label: link.proto for link in at.get("page_link")}
+    assert {"Restore this", "Rollback to here", "Quarantine"} <= set(links)
+    assert chosen.checkpoint_id in str(links["Restore this"].query_string)
+
+
+# ---- Playwright ------------------------------------------------------------------------
+
+
+@pytest.mark.browser
+def test_restore_last_good_in_chromium_then_undo(store: DemoStore, chromium_browser, tmp_path: Path) -> None:
+    writer = NativeWriter(store.url, create=False)
+    bad = writer.save("run-alpha", {"broken": True})  # a bad head, quarantined by hand
+    done = lastgood_cli("quarantine", store.url, bad.checkpoint_id, "--reason", "garbage", "--yes",
+                        home=store.home)
+    assert done.returncode == 0, done.stderr
+    port = free_port()
+    env = dict(os.environ, LASTGOOD_HOME=str(store.home), PYTHONUNBUFFERED="1",
+               LASTGOOD_OPERATOR="browser-tester")
+    env.pop("LASTGOOD_ALLOW_WRITE", None)
+    command = [str(Path(sys.executable).with_name("lastgood")), "ui", store.url, "--port", str(port),
+               "--allow-write"]
+    log = tmp_path / "ui.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, proc, timeout=60)
+        context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(f"{base}/recovery?action=restore-last-good&run=run-alpha")
+        page.get_by_text("Preview (dry run)").first.wait_for()
+        page.get_by_text("writes enabled").first.wait_for()
+        page.get_by_label("Reason (required; recorded in the journal)").fill("head is broken")
+        page.keyboard.press("Enter")
+        page.get_by_role("button", name="Apply…").click()
+        page.get_by_role("button", name="Confirm and apply").click()
+        page.get_by_text("applied: run").wait_for()
+        assert writer.load_head_state("run-alpha") == demo_state("run-alpha", 5)
+        page.get_by_role("button", name="Undo this action").click()
+        page.get_by_text("Preview (dry run)").first.wait_for()
+        page.get_by_label("Reason (required; recorded in the journal)").fill("it was fine after all")
+        page.keyboard.press("Enter")
+        page.get_by_role("button", name="Apply…").click()
+        page.get_by_role("button", name="Confirm and apply").click()
+        page.get_by_text("undo").first.wait_for()
+        page.get_by_text("applied: run").wait_for()
+        assert writer.load_head_state("run-alpha") == {"broken": True}
+        entries = NativeRecovery(store.url).journal_entries()
+        assert [e["action"] for e in entries] == ["quarantine", "restore", "undo"]
+        assert entries[1]["operator"] == "browser-tester" and entries[1]["reason"] == "head is broken"
+        assert SECRET not in page.inner_text("body")
+        context.close()
+    except Exception:
+        print(log.read_text(errors="replace")[-4000:])
+        raise
+    finally:
+        stop_group(proc)
