@@ -93,9 +93,11 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
         pending = data_pending(catalog, store.store_id, only_unverified=not full)
         check = "data" if pending.size_bytes <= auto_data_bytes() else "structure"
     report = None
-    if check != "none" and (full or count_to_check(catalog, store.store_id, check, True)):
-        report = verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
-                              only_unverified=not full, progress=progress)
+    if check != "none":  # nothing new to check (a reopen): no verification pass at all
+        pending = full or count_to_check(catalog, store.store_id, check, True)
+        report = (verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
+                               only_unverified=not full, progress=progress)
+                  if pending else VerifyReport(depth=check))
     return IndexSummary(store, refresh, report)
 
 

@@ -32,7 +32,8 @@ def sample_rows(sample_home: Path) -> list[dict]:
 def test_ls_lists_every_sample_checkpoint_with_the_manifest_statuses(sample_rows: list[dict]) -> None:
     manifest = load_manifest()
     assert len(sample_rows) == manifest["checkpoints"]
-    assert all(set(r) == LS_KEYS for r in sample_rows)
+    assert all(set(r) == LS_KEYS | {"data_checked"} for r in sample_rows)  # the stable shape, plus one field
+    assert all(r["data_checked"] is True for r in sample_rows)  # a small store: every blob decoded at once
     by_id = {r["checkpoint_id"]: r for r in sample_rows}
     for damaged in manifest["damaged"]:
         assert by_id[damaged["checkpoint_id"]]["status"] == damaged["expected_status"]
