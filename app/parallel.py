@@ -29,6 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from typing import Any
 
+from lastgood.checks import Check
 from lastgood.content_checks import Shape, non_finite_finding, state_shape
 from lastgood.errors import DecodeError, LastgoodError, UsageError
 from lastgood.readers.base import CheckpointRecord, Finding, Reader
@@ -88,11 +89,32 @@ def reader_findings(reader: Reader, records: list[CheckpointRecord], read_data: 
 def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> ChunkResult:
     """Check one chunk; at data depth also the content of every readable state."""
     with _prefetched(reader, records, read_data):
-        findings = list(reader_findings(reader, records, read_data))
+        try:
+            findings = list(reader_findings(reader, records, read_data))
+        except LastgoodError:
+            findings = _one_by_one(reader, records, read_data)
         result = ChunkResult([r.checkpoint_id for r in records], findings)
         if read_data:
             _content(reader, records, result)
     return result
+
+
+def _one_by_one(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> list[Finding]:
+    """A reader that raised on a chunk, asked per checkpoint: the ones it still raises on
+    become findings (verification never raises for a damaged checkpoint). When every
+    checkpoint fails the store itself is unreadable, and that error is the answer."""
+    findings: list[Finding] = []
+    failures: list[LastgoodError] = []
+    for record in records:
+        try:
+            findings.extend(reader_findings(reader, [record], read_data))
+        except LastgoodError as exc:
+            failures.append(exc)
+            findings.append(Finding(Check.UNDECODABLE, "error", f"the reader failed on this checkpoint: {exc}",
+                                    record.run_id, record.namespace, record.checkpoint_id))
+    if len(records) > 1 and len(failures) == len(records):
+        raise failures[0]
+    return findings
 
 
 def _content(reader: Reader, records: list[CheckpointRecord], result: ChunkResult) -> None:
