@@ -236,3 +236,60 @@ def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
     done = lastgood_cli("journal", str(path), "--format", "json", home=home)
     report = json.loads(done.stdout)
     assert done.returncode == 1 and not report["chain_ok"] and "hash" in report["problems"][0]
+
+
+def test_an_agent_writing_during_restores_gives_conflicts_or_a_consistent_order(
+        db: tuple[str, SaverFactory], tmp_path: Path) -> None:
+    import threading
+
+    from langchain_core.messages import HumanMessage
+
+    from lastgood import recovery
+    from lastgood.catalog import Catalog
+    from lastgood.errors import ConflictError
+    from lastgood.stores import index_store
+
+    url, saver_of = db
+    with saver_of() as saver:
+        thread = build_tools(saver)
+        targets = history_ids(tool_loop_graph(saver), thread.config)[1:4]
+    catalog = Catalog(tmp_path / "home" / "index.duckdb")
+    stop = threading.Event()
+
+    def agent() -> None:
+        with saver_of() as agent_saver:
+            graph = tool_loop_graph(agent_saver)
+            for turn in range(6):
+                if stop.is_set():
+                    return
+                graph.invoke({"messages": [HumanMessage(content=f"again {turn}", id=f"h-again-{turn}")]},
+                             thread.config)
+
+    worker = threading.Thread(target=agent)
+    worker.start()
+    applied, conflicts = [], 0
+    for i in range(6):
+        store = index_store(catalog, url, check="none").store
+        try:
+            plan = recovery.plan_restore(catalog, store, targets[i % 3])
+            applied.append(recovery.apply_plan(catalog, store, plan, reason="race", operator="t",
+                                               refresh=False))
+        except ConflictError:
+            conflicts += 1
+        finally:
+            store.reader.close()
+    stop.set()
+    worker.join()
+    assert applied or conflicts
+    with saver_of() as saver:
+        for result in applied:  # every restored checkpoint holds exactly its target's values
+            made = saver.get_tuple({"configurable": {**thread.config["configurable"], "checkpoint_ns": "",
+                                                     "checkpoint_id": result.new_head}})
+            source = saver.get_tuple({"configurable": {**thread.config["configurable"], "checkpoint_ns": "",
+                                                       "checkpoint_id": result.target}})
+            assert made.checkpoint["channel_values"] == source.checkpoint["channel_values"]
+            assert made.parent_config == source.parent_config
+        ids = history_ids(tool_loop_graph(saver), thread.config)
+        assert len(ids) == len(set(ids)) and {r.new_head for r in applied} <= set(ids)
+    store = index_store(catalog, url, check="none").store
+    assert recovery.journal_report(store)["chain_ok"]
