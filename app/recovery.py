@@ -450,8 +450,10 @@ def journal_report(store: OpenStore, run_id: str | None = None,
     shown = [e for e in entries if (run_id is None or e.get("run_id") == run_id)
              and (action is None or e.get("action") == action)]
     pending = getattr(writer, "pending", lambda: [])()
+    from lastgood.redact import redact  # a reason typed by an operator may quote a secret
+
     return {"chain_ok": chain.ok, "entries": chain.entries, "problems": chain.problems,
-            "actions": shown, "pending": pending}
+            "actions": redact(shown), "pending": redact(pending)}
 
 
 def sync_marks(catalog: Catalog, store: OpenStore) -> int:

@@ -109,3 +109,52 @@ def _check_store(url: str, writer: NativeWriter, by_id: dict[str, Any], state_of
     assert head["checkpoint_id"] == journaled or (intent and head["checkpoint_id"] == intent["new_head"]) \
         or (not moved and head["checkpoint_id"] == max(by_id, key=lambda c: by_id[c]["step"]))
     return 1 if pending else 0
+
+
+SQLITE_TRIALS = 20
+
+
+def test_sigkill_during_sqlite_restores_leaves_a_consistent_database(tmp_path: Path) -> None:
+    """The same on a real SqliteSaver file: the transaction is all or nothing."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from lastgood.readers.langgraph_recovery import SqliteRecovery
+    from tests.langgraph_graphs import build_tools, tool_loop_graph
+
+    path = tmp_path / "lg.sqlite"
+    with sqlite3.connect(str(path), check_same_thread=False) as conn:
+        thread = build_tools(SqliteSaver(conn))
+        original = [s.config["configurable"]["checkpoint_id"]
+                    for s in tool_loop_graph(SqliteSaver(conn)).get_state_history(thread.config)]
+    run = thread.thread_id
+    rng = random.Random(7)
+    for trial in range(SQLITE_TRIALS):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child is killed
+            try:
+                backend = SqliteRecovery(str(path))
+                i = 0
+                while True:
+                    head = backend.head(run)
+                    entry = {"id": jr.new_action_id(), "action": "restore", "operator": "crash",
+                             "reason": f"trial {i}", "run_id": run, "namespace": "",
+                             "target": original[1 + i % 3], "previous_head": head, "marks": jr.empty_marks()}
+                    backend.commit(jr.Change(run, "", head, original[1 + i % 3], entry))
+                    i += 1
+            finally:
+                os._exit(3)
+        time.sleep(rng.uniform(0.0, 0.15))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        with sqlite3.connect(str(path), check_same_thread=False) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            saver = SqliteSaver(conn)
+            head = saver.get_tuple(thread.config)
+            listed = {t.config["configurable"]["checkpoint_id"] for t in saver.list(thread.config)}
+        entries = SqliteRecovery(str(path)).journal_entries()
+        assert jr.verify_chain(entries).ok and set(original) <= listed
+        made = head.config["configurable"]["checkpoint_id"]
+        assert made == original[0] or made == entries[-1]["new_head"]  # old head, or the last journaled one
+    assert len(SqliteRecovery(str(path)).journal_entries()) >= SQLITE_TRIALS  # kills landed mid-stream

@@ -220,3 +220,24 @@ def test_tampering_with_a_native_journal_file_breaks_the_chain(native) -> None:
     assert not report["chain_ok"] and "entry 1" in report["problems"][0]
     (Path(url) / "journal" / "entries" / "0000000001.json").unlink()
     assert not recovery.journal_report(store)["chain_ok"]
+
+
+def test_restore_and_journal_on_an_object_store_style_filesystem(tmp_path: Path) -> None:
+    """memory:// has no rename and no hard links: every file is one whole PUT."""
+    import fsspec
+
+    url = "memory://recovery-test/store"
+    states = write_store(url, runs=1, steps=5)
+    catalog = Catalog(tmp_path / "home" / "index.duckdb")
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    rolled = apply(catalog, url, lambda s: recovery.plan_rollback(catalog, s, "run-0", ids[1]))
+    assert rolled.check["ok"] and NativeWriter(url, create=False).load_head_state("run-0") == states["run-0"][1]
+    apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, rolled.action_id))
+    assert NativeWriter(url, create=False).load_head_state("run-0") == states["run-0"][4]
+    fs = fsspec.filesystem("memory")
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls("/recovery-test/store/journal/entries", detail=False)) == [
+        "0000000001.json", "0000000002.json"]
+    assert not fs.exists("/recovery-test/store/journal/lock.json")
+    assert recovery.journal_report(index_store(catalog, url, check="none").store)["chain_ok"]
+    fs.rm("/recovery-test", recursive=True)
