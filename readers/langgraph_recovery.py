@@ -115,6 +115,31 @@ def _values_equal(saver: Any, run_id: str, namespace: str, target_id: str) -> jr
                               f"(head {head.config['configurable']['checkpoint_id']})")
 
 
+def _check_with_reader(url: str, run_id: str, namespace: str, target_id: str, missing: str) -> jr.HeadCheck:
+    """Without LangGraph installed: compare head and target through Lastgood's own (safe) reader."""
+    from lastgood.readers.base import CheckpointRecord
+    from lastgood.readers.registry import open_reader
+
+    reader = open_reader(url)
+    try:
+        head = _latest(url, run_id, namespace)
+        states = [reader.load_state(CheckpointRecord(run_id=run_id, namespace=namespace, checkpoint_id=c))
+                  for c in (head, target_id)]
+    except LastgoodError as exc:
+        return jr.HeadCheck(False, f"the new head does not load: {exc}")
+    finally:
+        reader.close()
+    if states[0] != states[1]:
+        return jr.HeadCheck(False, "the head's values differ from the target's (Lastgood's reader)")
+    return jr.HeadCheck(True, f"the head holds the target's values (checked with Lastgood's reader: "
+                              f"{missing} is not installed)")
+
+
+def _latest(url: str, run_id: str, namespace: str) -> str | None:
+    backend = PostgresRecovery(url) if url.startswith(("postgresql://", "postgres://")) else SqliteRecovery(url)
+    return backend.head(run_id, namespace)
+
+
 def _strict_serde() -> Any:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -232,8 +257,10 @@ class SqliteRecovery(_Base):
                       json.dumps(meta, ensure_ascii=False).encode()))
 
     def check_head(self, run_id: str, namespace: str, target_id: str, expected_state: Any) -> jr.HeadCheck:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
+        try:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+        except ImportError:
+            return _check_with_reader(self.url, run_id, namespace, target_id, "langgraph-checkpoint-sqlite")
         try:
             with closing(sqlite3.connect(str(self.path), check_same_thread=False)) as conn:
                 return _values_equal(SqliteSaver(conn, serde=_strict_serde()), run_id, namespace,
@@ -312,8 +339,12 @@ class PostgresRecovery(_Base):
 
     def check_head(self, run_id: str, namespace: str, target_id: str, expected_state: Any) -> jr.HeadCheck:
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
+
+        try:
+            from langgraph.checkpoint.postgres import PostgresSaver
+        except ImportError:
+            return _check_with_reader(self.url, run_id, namespace, target_id, "langgraph-checkpoint-postgres")
 
         try:
             with psycopg.connect(self.url, autocommit=True, prepare_threshold=0,

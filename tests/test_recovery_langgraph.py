@@ -293,3 +293,21 @@ def test_an_agent_writing_during_restores_gives_conflicts_or_a_consistent_order(
         assert len(ids) == len(set(ids)) and {r.new_head for r in applied} <= set(ids)
     store = index_store(catalog, url, check="none").store
     assert recovery.journal_report(store)["chain_ok"]
+
+
+def test_the_check_falls_back_to_lastgoods_reader_without_langgraph(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from lastgood.readers.langgraph_recovery import SqliteRecovery
+
+    path = tmp_path / "lg.sqlite"
+    with sqlite3.connect(str(path), check_same_thread=False) as conn:
+        thread = build_tools(SqliteSaver(conn))
+        ids = history_ids(tool_loop_graph(SqliteSaver(conn)), thread.config)
+    cli("restore", str(path), ids[2], "--reason", "x", "--yes", home=tmp_path / "home")
+    monkeypatch.setitem(sys.modules, "langgraph.checkpoint.sqlite", None)  # import now fails
+    good = SqliteRecovery(str(path)).check_head(thread.thread_id, "", ids[2], None)
+    assert good.ok and "Lastgood's reader" in good.message
+    bad = SqliteRecovery(str(path)).check_head(thread.thread_id, "", ids[0], None)
+    assert not bad.ok
