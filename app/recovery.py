@@ -412,14 +412,11 @@ def _check(store: OpenStore, writer: jr.RecoveryBackend, plan: Plan,
     """Load the new head through the format's own API; journal a failure."""
     if not plan.restore_from:
         return None
-    expected_state = None
-    if plan.target_fields.get("location"):
-        from lastgood.readers.base import CheckpointRecord as Record
-
-        fields = {k: v for k, v in plan.target_fields.items() if k != "status"}
-        expected_state = store.reader.load_state(Record(run_id=plan.run_id, namespace=plan.namespace,
-                                                        **fields))
-    result = writer.check_head(plan.run_id, plan.namespace, plan.restore_from, expected_state)
+    try:
+        expected_state = _target_state(store, plan)
+        result = writer.check_head(plan.run_id, plan.namespace, plan.restore_from, expected_state)
+    except DecodeError as exc:
+        result = jr.HeadCheck(False, f"the target's state does not load any more: {exc}")
     if not result.ok:
         writer.append({"id": jr.new_action_id(), "time": jr.now_iso(), "operator": sealed["operator"],
                        "action": "check-failed", "reason": result.message, "run_id": plan.run_id,
@@ -428,6 +425,15 @@ def _check(store: OpenStore, writer: jr.RecoveryBackend, plan: Plan,
                        "superseded": [], "undo_of": None, "plan_digest": None,
                        "marks": jr.empty_marks(), "note": {"checks": sealed["id"]}})
     return {"ok": result.ok, "message": result.message}
+
+
+def _target_state(store: OpenStore, plan: Plan) -> Any:
+    """The target's state through the reader (file stores; a database checks itself)."""
+    if not plan.target_fields.get("location"):
+        return None
+    fields = {k: v for k, v in plan.target_fields.items() if k != "status"}
+    return store.reader.load_state(CheckpointRecord(run_id=plan.run_id, namespace=plan.namespace,
+                                                    **fields))
 
 
 def refresh_index(catalog: Catalog, store: OpenStore) -> None:

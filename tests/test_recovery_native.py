@@ -241,3 +241,42 @@ def test_restore_and_journal_on_an_object_store_style_filesystem(tmp_path: Path)
     assert not fs.exists("/recovery-test/store/journal/lock.json")
     assert recovery.journal_report(index_store(catalog, url, check="none").store)["chain_ok"]
     fs.rm("/recovery-test", recursive=True)
+
+
+def test_a_failed_check_after_apply_is_reported_and_journaled(native, tmp_path: Path) -> None:
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    plan = recovery.plan_restore(catalog, store, ids[0])  # a full snapshot
+    blob = Path(url) / plan.target_fields["location"]
+    blob.write_bytes(blob.read_bytes().replace(b"system", b"SYSTEM"))  # damaged after planning
+    fresh = index_store(catalog, url, check="none").store
+    result = recovery.apply_plan(catalog, fresh, plan, reason="late damage", operator="t")
+    assert result.check and not result.check["ok"] and "sha256" in result.check["message"]
+    actions = recovery.journal_report(fresh)["actions"]
+    assert [a["action"] for a in actions] == ["restore", "check-failed"]
+    assert actions[1]["note"]["checks"] == result.action_id and recovery.journal_report(fresh)["chain_ok"]
+
+
+def test_the_cli_asks_on_a_terminal(native, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    url, states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-1")
+    exe = str(Path(sys.executable).with_name("lastgood"))
+    env = dict(os.environ, LASTGOOD_HOME=str(tmp_path / "tty-home"))
+    for answer, code in ((b"n\n", 2), (b"y\n", 0)):
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen([exe, "restore", url, ids[1], "--reason", "asked"], stdin=follower,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        os.close(follower)
+        os.write(leader, answer)
+        _, err = proc.communicate(timeout=120)
+        os.close(leader)
+        assert proc.returncode == code, err
+        assert b"Apply? [y/N]" in err
+    assert NativeWriter(url, create=False).head("run-1")["checkpoint_id"] == ids[1]
