@@ -46,11 +46,21 @@ warm imports or caches carried over), a few times; the table shows the median
 that one child process (`getrusage`/`wait4` `ru_maxrss`). Machine, versions
 and date are listed under each table.
 
-How to rerun (each command rewrites only its own section of this file):
+How to rerun (each command rewrites only its own section of this file; every
+command is timed exactly as a user types it, default options, whole process):
 
     .venv/bin/python benchmarks/bench_native_index.py        # native store, 1M checkpoints
+    .venv/bin/python benchmarks/bench_langgraph_index.py     # `lastgood index DB`, 100k LangGraph SQLite
+    .venv/bin/python benchmarks/bench_huge_blobs.py          # first `lastgood ls`, 303 huge checkpoints
+    .venv/bin/python benchmarks/bench_ui_open.py             # `lastgood ui DB` → Overview in Chromium
+    .venv/bin/python benchmarks/bench_ui_open.py --postgres  # the same on PostgreSQL (PostgresSaver)
 
-Generated data is cached under `benchmarks/.cache/` (gitignored).
+Generated data is cached under `benchmarks/.cache/` (gitignored): the LangGraph
+databases are written by real LangGraph the first time (the 100k SQLite DB takes
+a few minutes, the PostgreSQL one longer). The machine may be shared: each
+benchmark notes the idle CPU share it saw before measuring, and CPU time
+(user+sys) where wall time is unreliable; rerun on a quiet machine for the
+figures that count.
 """
 
 
