@@ -76,9 +76,9 @@ def resolve_ref(catalog: Catalog, store_id: int, ref: str) -> CheckpointRecord:
 
 def checkpoint_label(store: OpenStore, record: CheckpointRecord) -> dict[str, Any]:
     """How a diff names one side: store, run, checkpoint, step, time."""
-    return {"store": store.display_url, "run_id": record.run_id, "namespace": record.namespace,
-            "checkpoint_id": record.checkpoint_id, "step": record.step,
-            "created_at": jsonable_time(record.created_at)}
+    return redact({"store": store.display_url, "run_id": record.run_id, "namespace": record.namespace,
+                   "checkpoint_id": record.checkpoint_id, "step": record.step,
+                   "created_at": jsonable_time(record.created_at)})
 
 
 def jsonable_time(value: Any) -> Any:
