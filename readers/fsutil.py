@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import stat
@@ -66,13 +67,31 @@ def inside(real: str, root_real: str) -> bool:
 def local_file_size(path: str, root_real: str) -> int:
     """Size of a local store file, after refusing symlinks out of the store and
     anything that is not a regular file (FIFOs and devices are never opened)."""
-    real = os.path.realpath(path)
-    if not inside(real, root_real):
+    return os.stat(_checked_real_path(path, root_real)).st_size
+
+
+def _checked_real_path(path: str, root_real: str) -> str:
+    """The real path of ``path`` (folder links resolved once and cached, the file's own
+    link resolved each time); UnsafePath outside ``root_real``, NotAFile if not regular."""
+    folder, name = os.path.split(path)
+    real_folder = _real_folder(folder)
+    if not inside(real_folder, root_real):
         raise UnsafePath(f"{_rel_name(path, root_real)} resolves outside the store root")
-    info = os.stat(real)
+    real = os.path.join(real_folder, name)
+    info = os.lstat(real)
+    if stat.S_ISLNK(info.st_mode):
+        real = os.path.realpath(real)
+        if not inside(real, root_real):
+            raise UnsafePath(f"{_rel_name(path, root_real)} resolves outside the store root")
+        info = os.stat(real)
     if not stat.S_ISREG(info.st_mode):
         raise NotAFile(f"{_rel_name(path, root_real)} is not a regular file ({_kind(info.st_mode)})")
-    return info.st_size
+    return real
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
 
 
 def read_bounded(fs: fsspec.AbstractFileSystem, path: str, limit: int,
@@ -98,8 +117,7 @@ def read_bounded(fs: fsspec.AbstractFileSystem, path: str, limit: int,
 
 
 def _read_local(path: str, limit: int, root_real: str) -> bytes:
-    local_file_size(path, root_real)
-    real = os.path.realpath(path)
+    real = _checked_real_path(path, root_real)
     fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     try:
         info = os.fstat(fd)
