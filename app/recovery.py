@@ -507,11 +507,28 @@ def _write_marks(con: Any, store_id: int, marks: Mapping[jr.MarkKey, jr.Mark]) -
 
 def _mirror_journal(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:
     """The index's ``journal`` table mirrors the store's journal (for SQL and pages)."""
+    tip = entries[-1].get("hash") if entries else None
+    row = con.execute("SELECT count(*), max_by(hash, seq) FROM journal WHERE store_id = ?",
+                      [store_id]).fetchone()
+    if row[0] == len(entries) and row[1] == tip:
+        return
+    import pyarrow as pa
+
     con.execute("DELETE FROM journal WHERE store_id = ?", [store_id])
-    for e in entries:
-        con.execute("""INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [store_id, e.get("id"), e.get("seq"), e.get("time"), e.get("operator"),
-                     e.get("action"), e.get("run_id"), e.get("namespace"), e.get("target"),
-                     e.get("previous_head"), e.get("new_head"),
-                     jr.canonical(e.get("superseded") or []).decode(), e.get("reason"),
-                     e.get("undo_of"), e.get("hash"), e.get("prev_hash")])
+    if not entries:
+        return
+    columns = {"action_id": "id", "seq": "seq", "acted_at": "time", "operator": "operator",
+               "action": "action", "run_id": "run_id", "namespace": "namespace", "target": "target",
+               "previous_head": "previous_head", "new_head": "new_head", "reason": "reason",
+               "undoes": "undo_of", "hash": "hash", "prev_hash": "prev_hash"}
+    data = {col: [None if e.get(key) is None else str(e.get(key)) for e in entries]
+            for col, key in columns.items()}
+    data["superseded"] = [jr.canonical(e.get("superseded") or []).decode() for e in entries]
+    con.register("lastgood_journal_rows", pa.table(data))
+    try:
+        con.execute("""INSERT INTO journal SELECT ?, action_id, CAST(seq AS BIGINT),
+            CAST(acted_at AS TIMESTAMPTZ), operator, action, run_id, namespace, target, previous_head,
+            new_head, CAST(superseded AS JSON), reason, undoes, hash, prev_hash
+            FROM lastgood_journal_rows""", [store_id])
+    finally:
+        con.unregister("lastgood_journal_rows")

@@ -70,6 +70,11 @@ def test_restore_rollback_undo_load_head_state_equals_the_target(native) -> None
     report = recovery.journal_report(store)
     assert report["chain_ok"] and [a["action"] for a in report["actions"]] == [
         "restore", "rollback", "undo", "undo"]
+    with catalog.connect() as con:  # the index mirrors the journal for SQL
+        mirrored = con.execute("SELECT action, undoes FROM journal WHERE store_id = ? ORDER BY seq",
+                               [store.store_id]).fetchall()
+    assert [m[0] for m in mirrored] == ["restore", "rollback", "undo", "undo"]
+    assert mirrored[2][1] == rolled.action_id
     writer2 = NativeWriter(url, create=False)  # the agent resumes and saves on top of the restored head
     saved = writer2.save("run-0", {"after": "restore"})
     assert saved.parent_id == ids[2] and writer2.load_head_state("run-0") == {"after": "restore"}
