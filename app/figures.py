@@ -115,6 +115,8 @@ def _point_label(row: pd.Series, aggregated: bool) -> str:
                 f"<br>{row['trigger']} · {row['status']} · {human_bytes(row['size_bytes'])}"
                 f"<br>from step {row['step']} · bucket at {utc(row['created_at'])} UTC")
     reason = f"<br>{str(row['status_reason'])[:100]}" if isinstance(row.get("status_reason"), str) else ""
+    if row.get("status") == "ok" and not bool(row.get("data_checked", True)):
+        reason += "<br><i>unverified: data not read by a check yet</i>"
     return (f"<b>{row['run_id']}</b> step {row['step']}<br>{row['trigger']} · {row['status']} · "
             f"{human_bytes(row['size_bytes'])}<br>{utc(row['created_at'])} UTC<br>"
             f"{row['checkpoint_id']}{reason}")
@@ -126,9 +128,17 @@ def _y_values(frame: pd.DataFrame, y: str) -> pd.Series:
     return frame["run_id"].fillna("(aggregated)")
 
 
+def _unverified(frame: pd.DataFrame) -> pd.Series:
+    """Healthy-looking checkpoints whose data has not been read yet (drawn hollow: not known good)."""
+    if "data_checked" not in frame:
+        return pd.Series(False, index=frame.index)
+    return (frame["status"] == "ok") & ~frame["data_checked"].fillna(False).astype(bool)
+
+
 def _point_trace(frame: pd.DataFrame, name: str, color: str, y: str, aggregated: bool,
                  group: str) -> go.Scatter:
-    symbols = [STATUS_SYMBOLS.get(s, "circle") for s in frame["status"]]
+    symbols = [STATUS_SYMBOLS.get(s, "circle") + ("-open" if u else "")
+               for s, u in zip(frame["status"], _unverified(frame))]
     damaged = frame["status"].isin(DAMAGED)
     base = 9 if len(frame) < 500 else 6
     sizes = [14 if d else base for d in damaged]

@@ -208,7 +208,8 @@ def timeline(catalog: Catalog, store_id: int, run_id: str | None = None, agent: 
     total = int(_rows(catalog, f"SELECT count(*) AS n FROM checkpoints WHERE {where}", params)[0]["n"])
     if total <= max_points:
         return _frame(catalog, f"""SELECT run_id, namespace, checkpoint_id, parent_id, step, created_at,
-            trigger, kind, status, status_reason, size_bytes, agent, 1 AS count
+            trigger, kind, status, status_reason, size_bytes, agent, 1 AS count,
+            coalesce(verified = 'data', false) AS data_checked
             FROM checkpoints WHERE {where} ORDER BY created_at""", params), False
     return _bucketed(catalog, where, params, max_points), True
 

@@ -8,6 +8,7 @@ st.set_page_config(page_title="Lastgood", page_icon=":material/history:", layout
 st.navigation([
     st.Page(page_path("overview"), title="Overview", icon=":material/dashboard:", default=True),
     st.Page(page_path("timeline"), title="Timeline", icon=":material/timeline:"),
+    st.Page(page_path("integrity"), title="Integrity", icon=":material/verified_user:"),
     st.Page(page_path("diff"), title="Diff", icon=":material/difference:"),
     st.Page(page_path("recovery"), title="Recovery", icon=":material/restore:"),
 ]).run()

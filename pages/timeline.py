@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from lastgood import ui
+from lastgood import ui, ui_integrity
 
 st.title("Timeline")
+ui_integrity.apply_timeline_link()  # ?store=…&run=…&checkpoint=… (links from the Integrity page)
 ref = ui.store_picker()
 if ref is None:
     st.stop()

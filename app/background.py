@@ -1,0 +1,133 @@
+"""Verification in a background thread, for the dashboard: progress, live findings, cancel.
+
+One job per (index, store) at a time, shared by every browser session of the
+process (a second click joins the running job). The job opens its own
+short-lived index connections and its own reader, so pages keep reading the
+index while it runs; results are recorded in whole chunks (see
+:func:`lastgood.verify.verify_store`), so a cancelled job leaves no
+half-written findings. No streamlit here: ``lastgood.ui_integrity`` polls
+:func:`job` from a fragment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lastgood.readers.base import Finding
+
+LIVE_FINDINGS_KEPT = 500
+
+
+@dataclass
+class VerifyJob:
+    """A verification running (or finished) in a background thread."""
+
+    index_path: str
+    url: str
+    depth: str
+    only_unverified: bool = False
+    done: int = 0
+    total: int | None = None
+    state: str = "running"  # running | done | cancelled | failed
+    error: str | None = None
+    errors_found: int = 0
+    warnings_found: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def fraction(self) -> float:
+        return min(self.done / self.total, 1.0) if self.total else (1.0 if not self.running else 0.0)
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def summary(self) -> str:
+        what = "full read" if self.depth == "data" else "structure check"
+        count = f"{self.done:,}" + (f" of {self.total:,}" if self.total is not None else "")
+        found = f"{self.errors_found} error(s), {self.warnings_found} warning(s) found"
+        if self.state == "failed":
+            return f"{what} failed after {count} checkpoints: {self.error}"
+        verb = {"running": "checking", "done": "checked", "cancelled": "cancelled after"}[self.state]
+        return f"{what}: {verb} {count} checkpoints; {found}"
+
+    def _progress(self, done: int, total: int | None) -> None:
+        self.done, self.total = done, total
+
+    def _found(self, findings: list[Finding]) -> None:
+        self.errors_found += sum(1 for f in findings if f.severity == "error")
+        self.warnings_found += sum(1 for f in findings if f.severity == "warning")
+        room = LIVE_FINDINGS_KEPT - len(self.findings)
+        if room > 0:
+            self.findings.extend(findings[:room])
+
+
+_jobs: dict[tuple[str, str], VerifyJob] = {}
+_lock = threading.Lock()
+
+
+def job(index_path: str, url: str) -> VerifyJob | None:
+    """The latest job for this store (running or finished), if any."""
+    with _lock:
+        return _jobs.get((index_path, url))
+
+
+def start(index_path: str, url: str, depth: str, *, only_unverified: bool = False,
+          workers: int | None = None) -> VerifyJob:
+    """Start a verification unless one is running for this store (then return that one)."""
+    with _lock:
+        current = _jobs.get((index_path, url))
+        if current is not None and current.running:
+            return current
+        new = VerifyJob(index_path, url, depth, only_unverified)
+        new.thread = threading.Thread(target=_run, args=(new, workers), daemon=True,
+                                      name=f"lastgood-verify-{depth}")
+        _jobs[(index_path, url)] = new
+    new.thread.start()
+    return new
+
+
+def _run(job: VerifyJob, workers: int | None) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.stores import open_store
+    from lastgood.verify import verify_store
+
+    try:
+        catalog = Catalog(job.index_path, keep_open=False)
+        store = open_store(catalog, job.url)
+        try:
+            report = verify_store(catalog, store.store_id, store.reader, read_data=job.depth == "data",
+                                  only_unverified=job.only_unverified, workers=workers,
+                                  progress=job._progress, on_findings=job._found, cancel=job.cancel_event)
+        finally:
+            store.reader.close()
+        job.state = "cancelled" if report.cancelled else "done"
+    except Exception as exc:  # noqa: BLE001 - any failure is shown on the page, never raised in a thread
+        job.error = _one_line(exc)
+        job.state = "failed"
+    finally:
+        job.finished_at = time.time()
+
+
+def _one_line(exc: Any) -> str:
+    from lastgood.redact import redact_text
+
+    return redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+def wait(index_path: str, url: str, timeout: float = 60.0) -> VerifyJob | None:
+    """Block until the store's job finishes (tests, scripts)."""
+    current = job(index_path, url)
+    if current is not None and current.thread is not None:
+        current.thread.join(timeout)
+    return current

@@ -1,0 +1,117 @@
+"""The Integrity page (AppTest) agrees with `lastgood verify`, `ls` and `runs`; re-verify runs in the
+background with progress; findings link to their checkpoint on the Timeline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lastgood import background
+from lastgood.config import load_settings
+from lastgood.stores import normalize_url
+from tests.helpers import SAMPLE_STORE, lastgood_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+INTEGRITY = "../pages/integrity.py"
+TIMELINE = "../pages/timeline.py"
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """A copy of the sample store with a full read done by the CLI, and what the CLI reported."""
+    base = tmp_path_factory.mktemp("integrity_page")
+    store, home = base / "agents", base / "home"
+    shutil.copytree(SAMPLE_STORE, store)
+    done = lastgood_cli("verify", str(store), "--read-data", "--format", "json", home=home)
+    assert done.returncode == 1, done.stderr
+    runs = lastgood_cli("runs", str(store), "--format", "json", home=home)
+    ls = lastgood_cli("ls", str(store), "--format", "json", home=home)
+    return store, home, {"verify": json.loads(done.stdout), "runs": json.loads(runs.stdout),
+                         "ls": json.loads(ls.stdout)}
+
+
+@pytest.fixture()
+def app_env(checked: tuple[Path, Path, dict], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict]:
+    store, home, _ = checked
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([normalize_url(str(store))]))
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    return checked
+
+
+def _run(page: str, **params: str) -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _table(at: AppTest, *columns: str):
+    for frame in at.dataframe:
+        if set(columns) <= set(frame.value.columns):
+            return frame.value
+    raise AssertionError(f"no table with {columns}")
+
+
+def test_page_agrees_with_verify_ls_and_runs(app_env: tuple[Path, Path, dict]) -> None:
+    _, _, cli = app_env
+    at = _run(INTEGRITY)
+    assert at.title[0].value == "Integrity"
+    findings = _table(at, "severity", "check", "checkpoint_id", "open")
+    page = {(c if isinstance(c, str) else "", k, s) for c, k, s in zip(findings["checkpoint_id"], findings["check"], findings["severity"])}
+    reported = {(f["checkpoint_id"] or "", f["check"], f["severity"]) for f in cli["verify"]["findings"]}
+    assert page == reported and len(page) >= 10
+    errors = {f["checkpoint_id"] for f in cli["verify"]["findings"] if f["severity"] == "error"} - {None}
+    assert errors == {r["checkpoint_id"] for r in cli["ls"] if r["status"] != "ok"}
+    runs = _table(at, "run_id", "last_good", "unverified", "health")
+    assert dict(zip(runs["run_id"], runs["last_good"])) == {r["run_id"]: r["last_good"] for r in cli["runs"]}
+    assert int(runs["unverified"].sum()) == 0
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Errors"] == str(sum(1 for f in cli["verify"]["findings"] if f["severity"] == "error"))
+    by_check = _table(at, "check", "findings")
+    assert int(by_check["findings"].sum()) == len(reported)
+    link = next(u for u in findings["open"] if isinstance(u, str))
+    query = parse_qs(urlparse(link).query)
+    assert urlparse(link).path == "timeline" and set(query) == {"store", "run", "checkpoint"}
+    restore = [p for p in at.get("page_link") if "Restore last good" in p.proto.label]
+    assert restore and restore[0].proto.disabled and "--allow-write" in restore[0].proto.help
+
+
+def test_filters_narrow_the_findings(app_env: tuple[Path, Path, dict]) -> None:
+    at = _run(INTEGRITY)
+    at.multiselect(key="integrity_filter_check").select("sha256-mismatch").run()
+    findings = _table(at, "severity", "check", "open")
+    assert set(findings["check"]) == {"sha256-mismatch"} and len(findings) == 1
+
+
+def test_full_read_runs_in_the_background_with_progress(app_env: tuple[Path, Path, dict]) -> None:
+    store, home, cli = app_env
+    at = _run(INTEGRITY)
+    next(b for b in at.button if b.label == "Full read").click().run()
+    assert not at.exception
+    index_path = str(load_settings().index_path)
+    job = background.wait(index_path, normalize_url(str(store)), timeout=120)
+    assert job is not None and job.state == "done" and job.depth == "data"
+    assert job.done == job.total == sum(r["checkpoints"] for r in cli["runs"])
+    assert job.errors_found >= 3  # data findings arrive as they are found
+    at.run()
+    assert any("full read: checked" in s.value for s in at.success)
+
+
+def test_a_finding_link_opens_its_checkpoint_on_the_timeline(app_env: tuple[Path, Path, dict]) -> None:
+    store, _, cli = app_env
+    finding = next(f for f in cli["verify"]["findings"] if f["check"] == "sha256-mismatch")
+    at = _run(TIMELINE, store=normalize_url(str(store)), run=finding["run_id"],
+              checkpoint=finding["checkpoint_id"])
+    assert at.selectbox(key="tl_run").value == finding["run_id"]
+    assert at.text_input(key="tl_ref").value == finding["checkpoint_id"]
+    assert any(finding["checkpoint_id"] in s.value for s in at.subheader)
