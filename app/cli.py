@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 import importlib
 import os
 import sys
@@ -20,7 +21,7 @@ from lastgood.config import Settings, check_port, load_settings
 from lastgood.errors import LastgoodError, as_fault
 from lastgood.readers.registry import display_url
 from lastgood.show import show_checkpoint
-from lastgood.stores import CHECK_DEPTHS, index_store, normalize_url, open_catalog
+from lastgood.stores import CHECK_DEPTHS, data_pending, index_store, normalize_url, open_catalog
 
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
@@ -119,6 +120,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         "check": summary.verify.depth if summary.verify else "none", "findings": found,
         "seconds": round(summary.refresh.seconds + (summary.verify.seconds if summary.verify else 0), 3),
         "overview": output.overview_dict(queries.overview(catalog, store.store_id)),
+        "data_pending": asdict(data_pending(catalog, store.store_id)),  # blobs not decoded yet
     }
     output.emit(report, fmt, output.render_index)
     return 0
@@ -146,6 +148,9 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog = _catalog(settings)
     public_urls = []
     for url in args.stores:
+        if known := _known_store(catalog, url):  # a reopen: the dashboard refreshes it on first view
+            public_urls.append(known)
+            continue
         label = f"indexing {display_url(normalize_url(url))}"
         # structure only: the dashboard opens at once; data checks run there in the background
         summary = index_store(catalog, url, reader_name=args.reader, check="structure",
@@ -168,6 +173,14 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     sys.stderr.flush()
     os.execve(sys.executable, command, env)  # become the server: signals reach Streamlit directly
     return 0  # pragma: no cover - execve does not return
+
+
+def _known_store(catalog: Catalog, url: str) -> str | None:
+    """The public URL of a store the index already holds (None for a never-seen one)."""
+    from lastgood.credentials import split_url
+
+    public = split_url(normalize_url(url))[0]
+    return public if public in queries.indexed_stores(catalog) else None
 
 
 COMMANDS: dict[str, Handler] = {

@@ -190,8 +190,11 @@ def render_index(report: dict[str, Any]) -> str:
              f"{o['runs']} runs, {human_bytes(o['size_bytes'])}; {status}",
              f"read {report['checkpoints_read']} catalog rows, checked {report['checked']} "
              f"({report['check']}) in {report['seconds']} s"]
-    if report["check"] == "structure" and report["checked"]:
-        lines.append("blobs were not re-read: run `lastgood verify STORE --read-data` to re-hash them")
+    pending = report.get("data_pending") or {}
+    if pending.get("checkpoints"):
+        lines.append(f"data check pending for {pending['checkpoints']} checkpoint(s) "
+                     f"({human_bytes(pending['size_bytes'])} of blobs not decoded yet): "
+                     "run `lastgood verify STORE --read-data`")
     lines.extend(_finding_lines(report["findings"]))
     return "\n".join(lines)
 

@@ -198,3 +198,17 @@ def test_auto_budget_counts_bytes_not_checkpoints(
     summary = index_store(Catalog(tmp_path / "b.duckdb"), str(db))
     assert summary.verify.depth == "data" and summary.verify.checked == len(_keys(db))
     assert sum(s.startswith(BLOB_READ) for s in statements) >= len(_keys(db))
+
+
+def test_index_reports_pending_data_checks(small_and_big: tuple[Path, Path], tmp_path: Path) -> None:
+    db, home = small_and_big[1], tmp_path / "home"
+    with sqlite3.connect(db) as conn:
+        blob_bytes = conn.execute("SELECT sum(length(checkpoint)) FROM checkpoints").fetchone()[0]
+    budget = {"LASTGOOD_AUTO_DATA_BYTES": "1000"}
+    report = json.loads(lastgood_cli("index", str(db), "--format", "json", home=home, env=budget).stdout)
+    assert report["check"] == "structure" and report["checked"] == len(_keys(db))
+    assert report["data_pending"] == {"checkpoints": len(_keys(db)), "size_bytes": blob_bytes}
+    again = lastgood_cli("index", str(db), home=home, env=budget)  # a reopen still says so
+    assert again.returncode == 0 and f"data check pending for {len(_keys(db))} checkpoint(s)" in again.stdout
+    done = json.loads(lastgood_cli("index", str(db), "--format", "json", home=home).stdout)  # default budget
+    assert done["check"] == "data" and done["data_pending"] == {"checkpoints": 0, "size_bytes": 0}
