@@ -14,8 +14,11 @@ verification SQL in :mod:`lastgood.verify`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+import msgpack
 
 from lastgood.checks import Check
 from lastgood.readers.base import CheckpointRecord, Finding
@@ -134,7 +137,30 @@ def non_finite_paths(state: Any, limit: int = 5, budget: int = MAX_NON_FINITE_NO
     return sorted(found)
 
 
+# a msgpack float64 (0xcb) whose exponent bits are all ones: NaN or ±Inf
+_NON_FINITE_FLOAT64 = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
+
+
+def has_non_finite(state: Any) -> bool:
+    """Whether ``state`` holds a NaN/±Inf anywhere.
+
+    The state is packed with msgpack (C speed; every float becomes a float64)
+    and the bytes searched for non-finite float64s; only a hit (or a value
+    msgpack cannot pack) leads to the Python walk that confirms it."""
+    try:
+        packed = msgpack.packb(state, default=_as_null)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return bool(non_finite_paths(state))
+    return _NON_FINITE_FLOAT64.search(packed) is not None and bool(non_finite_paths(state))
+
+
+def _as_null(_value: Any) -> None:
+    return None
+
+
 def non_finite_finding(record: CheckpointRecord, state: Any) -> Finding | None:
+    if not has_non_finite(state):
+        return None
     paths = non_finite_paths(state)
     if not paths:
         return None

@@ -242,12 +242,20 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
     # (a script without the ``if __name__ == "__main__"`` guard, the dashboard); they only
     # open the store afresh and never touch the parent's index connection
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+                             initializer=_ignore_sigint) as pool:
         try:
             yield from _bounded(lambda chunk: pool.submit(check_chunk_remote, spec, chunk, read_data),
                                 chunks, 2 * workers, cancel)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops handing out chunks and records whole ones."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _on_dask(spec: ReaderSpec, chunks: Iterator[list[CheckpointRecord]], read_data: bool,

@@ -284,3 +284,22 @@ def test_parent_cycles_are_found(tmp_path: Path) -> None:
     verify_store(catalog, summary.store.store_id, summary.store.reader)
     found = _errors(catalog, summary.store.store_id)
     assert {cid for cid, checks in found.items() if str(Check.PARENT_CYCLE) in checks} == set(ids[:3])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_records_whole_chunks_and_stops(tmp_path: Path, workers: int) -> None:
+    catalog, summary = _damaged_native(tmp_path)
+    sid, reader = summary.store.store_id, summary.store.reader
+
+    def interrupt(done: int, total: int | None) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        verify_store(catalog, sid, reader, read_data=True, workers=workers, progress=interrupt)
+    data_checked = queries.verification_depths(catalog, sid).get("data", 0)
+    assert 0 < data_checked < load_manifest()["checkpoints"]
+    recorded = {f["checkpoint_id"] for f in store_findings(catalog, sid) if f["depth"] == "data"}
+    with catalog.connect() as con:
+        checked = {r[0] for r in con.execute("SELECT checkpoint_id FROM checkpoints WHERE store_id = ? "
+                                             "AND verified = 'data'", [sid]).fetchall()}
+    assert recorded <= checked  # no data finding without its checkpoint's whole check recorded
