@@ -105,6 +105,8 @@ def as_fault(exc: BaseException) -> LastgoodError:
 
     if isinstance(exc, LastgoodError):
         return exc
+    if "cannot rollback" in str(exc) and exc.__context__ is not None:
+        return as_fault(exc.__context__)  # the failure that made the rollback fail
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):

@@ -31,5 +31,5 @@ MIN_YEAR, MAX_YEAR = 1970, 9999
 MAX_INT64 = 2**63 - 1
 
 # ---- time -------------------------------------------------------------------------------
-SNAPSHOT_RETRIES = 5  # a listing that changes under us (a compaction) is re-read this often
+SNAPSHOT_RETRIES = 10  # a listing that changes under us (a compaction) is re-read this often
 PORT_CHECK_SECONDS = 1.0

@@ -40,6 +40,8 @@ SECRET_SHAPES = [
 ]
 # user:password@ in any URL (postgresql://, https://, redis://, s3://…)
 URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,30}://)[^\s/@:'\"<>]*:[^\s/@'\"<>]*@")
+# user:password@host without a scheme (a URL cut up by an error message)
+BARE_CREDENTIALS = re.compile(r"(?<![\w/:])([\w.%\-\[\]]+):([^\s@/'\"<>:]+)@(?=[\w\[])")
 # KEY=value, key: value, "key": "value" (environment dumps, libpq DSNs, log lines, JSON text)
 SECRET_ASSIGNMENT = re.compile(
     r"(?i)(\b[\w.\-]*(?:" + _SECRET_WORDS + r")[\w.\-]*[\"']?\s*[=:]\s*)"
@@ -84,6 +86,7 @@ def redact_text(text: str) -> str:
     if not _ANY.search(text):
         return text
     text = URL_CREDENTIALS.sub(lambda m: m.group(1) + MASK + "@", text)
+    text = BARE_CREDENTIALS.sub(lambda m: m.group(1) + ":" + MASK + "@", text)
     for shape in SECRET_SHAPES:
         text = shape.sub(MASK, text)
     return SECRET_ASSIGNMENT.sub(_mask_assignment, text)

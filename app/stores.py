@@ -87,7 +87,7 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
     if check not in CHECK_DEPTHS:
         raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
     store = open_store(catalog, url, reader_name)
-    refresh = catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
+    refresh = refresh_consistent(catalog, store, full=full, progress=progress)
     _sync_recovery_marks(catalog, store)
     if check == "auto":
         pending = data_pending(catalog, store.store_id, only_unverified=not full)
@@ -132,3 +132,26 @@ def _sync_recovery_marks(catalog: Catalog, store: OpenStore) -> None:
     from lastgood.recovery import sync_marks
 
     sync_marks(catalog, store)
+
+
+def refresh_consistent(catalog: Catalog, store: OpenStore, *, full: bool = False,
+                       progress: Progress | None = None) -> RefreshReport:
+    """``catalog.refresh``, again when a file the scan listed vanished before the index
+    read it (a writer compacting meanwhile): the failed refresh rolled back, and the
+    next scan lists the consistent new snapshot."""
+    from lastgood.limits import SNAPSHOT_RETRIES
+
+    for attempt in range(SNAPSHOT_RETRIES):
+        try:
+            return catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
+        except Exception as exc:
+            if attempt + 1 == SNAPSHOT_RETRIES or not _vanished(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _vanished(exc: BaseException) -> bool:
+    """A listed file was gone when read: FileNotFoundError, or DuckDB's 'No files found'."""
+    return isinstance(exc, FileNotFoundError) or (
+        type(exc).__module__.startswith(("duckdb", "_duckdb"))
+        and ("No files found" in str(exc) or "No such file or directory" in str(exc)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -95,6 +96,7 @@ class NativeReader(Reader):
                 if attempt + 1 == limits.SNAPSHOT_RETRIES:
                     raise ReaderError(f"{self.url}: the catalog kept changing while it was read "
                                       f"({limits.SNAPSHOT_RETRIES} attempts); try again") from None
+                time.sleep(0.02 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _scan_once(self, since: str | None) -> Scan:
@@ -213,6 +215,8 @@ class NativeReader(Reader):
             try:
                 marker = validate.native_pending(
                     validate.json_object(self._read(relative, limits.MAX_SMALL_FILE_BYTES), relative))
+            except FileNotFoundError:
+                continue  # the save committed meanwhile: its entry is in the next listing
             except (validate.Invalid, *REFUSED) as exc:
                 findings.append(Finding(_refusal_check(exc), "warning",
                                         f"{relative}: pending marker ignored: {exc}"))
