@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -9,9 +10,16 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from lastgood.output import human_bytes
+from lastgood.output import escape_controls, human_bytes
 
 DAMAGED = ("corrupt", "incomplete")
+
+
+def plain(value: Any) -> str:
+    """Store text for plotly, whose hover texts, axis and legend labels are HTML (links
+    included) and whose hover templates expand ``%{…}``: shown literally instead."""
+    text = html.escape(escape_controls(str(value)), quote=False)
+    return text.replace("{", "&#123;").replace("}", "&#125;")
 
 
 ALL_RUNS = "All runs"
@@ -92,9 +100,9 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
     wide.index = naive_utc(pd.Series(wide.index)).values
     fig = go.Figure()
     for agent in wide.columns:
-        fig.add_trace(go.Scatter(x=wide.index, y=wide[agent], name=str(agent), stackgroup="bytes",
+        fig.add_trace(go.Scatter(x=wide.index, y=wide[agent], name=plain(agent), stackgroup="bytes",
                                  mode="lines", customdata=[human_bytes(v) for v in wide[agent]],
-                                 hovertemplate=f"{agent}: %{{customdata}} at %{{x}} UTC<extra></extra>"))
+                                 hovertemplate=f"{plain(agent)}: %{{customdata}} at %{{x}} UTC<extra></extra>"))
     fig.update_yaxes(tickformat="~s", ticksuffix="B")
     return _style(fig, "time (UTC)", "stored bytes (cumulative)")
 
@@ -112,20 +120,20 @@ def run_labels(runs: pd.DataFrame) -> dict[str, str]:
 def _point_label(row: pd.Series, aggregated: bool) -> str:
     if aggregated and pd.isna(row.get("checkpoint_id")):
         return (f"<b>{int(row['count']):,} checkpoints</b> (aggregated) from {int(row['runs'])} run(s)"
-                f"<br>{row['trigger']} · {row['status']} · {human_bytes(row['size_bytes'])}"
+                f"<br>{plain(row['trigger'])} · {row['status']} · {human_bytes(row['size_bytes'])}"
                 f"<br>from step {row['step']} · bucket at {utc(row['created_at'])} UTC")
-    reason = f"<br>{str(row['status_reason'])[:100]}" if isinstance(row.get("status_reason"), str) else ""
+    reason = f"<br>{plain(str(row['status_reason'])[:100])}" if isinstance(row.get("status_reason"), str) else ""
     if row.get("status") == "ok" and not bool(row.get("data_checked", True)):
         reason += "<br><i>unverified: data not read by a check yet</i>"
-    return (f"<b>{row['run_id']}</b> step {row['step']}<br>{row['trigger']} · {row['status']} · "
+    return (f"<b>{plain(row['run_id'])}</b> step {row['step']}<br>{plain(row['trigger'])} · {row['status']} · "
             f"{human_bytes(row['size_bytes'])}<br>{utc(row['created_at'])} UTC<br>"
-            f"{row['checkpoint_id']}{reason}")
+            f"{plain(row['checkpoint_id'])}{reason}")
 
 
 def _y_values(frame: pd.DataFrame, y: str) -> pd.Series:
     if y == "step":
         return frame["step"]
-    return frame["run_id"].fillna("(aggregated)")
+    return frame["run_id"].fillna("(aggregated)").map(plain)  # axis labels are plotly HTML
 
 
 def _unverified(frame: pd.DataFrame) -> pd.Series:
@@ -164,11 +172,11 @@ def _event_traces(events: pd.DataFrame, points: pd.DataFrame, y: str) -> list[go
     for kind, group in frame.groupby("kind"):
         traces.append(go.Scatter(
             x=naive_utc(group["created_at"]), y=_y_values(group, y), mode="markers",
-            name=str(kind), legendgroup="events", legendgrouptitle_text="events",
+            name=plain(kind), legendgroup="events", legendgrouptitle_text="events",
             marker=dict(symbol=EVENT_SYMBOLS.get(kind, "triangle-up"), size=12, opacity=0.8,
                         color=EVENT_COLORS.get(kind, "#333"), line=dict(width=1, color="#fff")),
-            hovertext=[f"<b>{kind}</b> in {r['run_id']}<br>{utc(r['created_at'])} UTC<br>"
-                       f"{str(r['message'] or '')[:160]}" for _, r in group.iterrows()],
+            hovertext=[f"<b>{plain(kind)}</b> in {plain(r['run_id'])}<br>{utc(r['created_at'])} UTC<br>"
+                       f"{plain(str(r['message'] or '')[:160])}" for _, r in group.iterrows()],
             hoverinfo="text", customdata=group[["checkpoint_id"]].values))
     return traces
 

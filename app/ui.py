@@ -25,8 +25,8 @@ from lastgood.catalog import Catalog
 from lastgood.config import load_settings
 from lastgood.credentials import split_url
 from lastgood.errors import LastgoodError
-from lastgood.output import dumps, human_bytes
-from lastgood.redact import redact_text
+from lastgood.output import dumps, escape_controls, human_bytes
+from lastgood.redact import redact, redact_text
 from lastgood.show import checkpoint_view
 from lastgood.stores import OpenStore, index_store, normalize_url, open_store
 from lastgood.figures import (  # the names pages use are re-exported here
@@ -136,8 +136,9 @@ QUERIES: dict[str, Callable[..., Any]] = {
 
 @st.cache_data(ttl=CACHE_TTL, max_entries=256, show_spinner=False)
 def _query(index_path: str, name: str, store_id: int, *args: Any) -> Any:
-    """``QUERIES[name]`` over the cached catalog, cached by these plain arguments."""
-    return QUERIES[name](_catalog(index_path), store_id, *args)
+    """``QUERIES[name]`` over the cached catalog, cached by these plain arguments (redacted)."""
+    result = QUERIES[name](_catalog(index_path), store_id, *args)
+    return _redact_frame(result) if isinstance(result, pd.DataFrame) else result
 
 
 def query(ref: StoreRef, name: str, *args: Any) -> Any:
@@ -146,7 +147,7 @@ def query(ref: StoreRef, name: str, *args: Any) -> Any:
 
 @st.cache_data(ttl=CACHE_TTL, max_entries=32, show_spinner=False)
 def _checkpoint(index_path: str, url: str, store_id: int, ref: str) -> dict[str, Any]:
-    return checkpoint_view(_catalog(index_path), store_id, ref, lambda: _open_store(index_path, url))
+    return redact(checkpoint_view(_catalog(index_path), store_id, ref, lambda: _open_store(index_path, url)))
 
 
 def clear_query_caches() -> None:
@@ -160,7 +161,7 @@ def guarded() -> Iterator[None]:
     try:
         yield
     except LastgoodError as exc:
-        st.error(str(exc))
+        st.error(md_escape(redact_text(str(exc))))
         st.stop()
 
 
@@ -177,7 +178,7 @@ def store_picker() -> StoreRef | None:
             catalog = _catalog(index_path)
             ref = _pick(catalog, index_path, settings.allow_write)
         except LastgoodError as exc:
-            st.error(str(exc))
+            st.error(md_escape(redact_text(str(exc))))
             ref = None
         _show_last_error()
     if ref is None:
@@ -296,7 +297,7 @@ def open_error_message(url: str, exc: Exception) -> str:
 def _show_last_error() -> None:
     message = st.session_state.get(ERROR_KEY)
     if message:
-        st.error(message, icon=":material/error:")
+        st.error(md_escape(message), icon=":material/error:")
 
 
 # ---- overview -------------------------------------------------------------------------
@@ -371,12 +372,27 @@ def render_actions(actions: list[Action]) -> None:
 
 
 def md_escape(text: str) -> str:
-    """``text`` from a store shown literally in markdown (no links, images, LaTeX)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:])", r"\\\1", text)
+    """``text`` from a store shown literally in markdown (no links, images, LaTeX, HTML)."""
+    text = _MD_ALWAYS.sub(r"\\\1", escape_controls(str(text)))
+    text = _MD_SHORTCODE.sub(r"\\:", text)  # :emoji:, :material/icon:, :red[…] directives
+    text = _MD_AUTOLINK.sub(lambda m: m.group(0).replace(":", "\\:").replace(".", "\\."), text)
+    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+
+
+_MD_ALWAYS = re.compile(r"([\\`*_{}\[\]<>|~$!&])")
+_MD_SHORTCODE = re.compile(r":(?=[A-Za-z])")
+_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp)://|\bwww\.")
+_MD_LINE_START = re.compile(r"^(\d*)([#+\-=.)])")  # headings, lists, rules
+
+
+def literal_lines(text: str) -> str:
+    """Multi-line store text (a chat message) literally, its line breaks kept."""
+    return "  \n".join(md_escape(line) for line in str(text).split("\n"))
 
 
 def code(text: Any) -> str:
-    return f"`{str(text).replace('`', chr(39))}`"
+    """``text`` from a store as a literal code span (no backtick or line break can end it)."""
+    return f"`{escape_controls(str(text)).replace('`', chr(39))}`"
 
 
 def focus_run_in_timeline(run_id: str) -> None:
@@ -474,10 +490,10 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     with guarded():
         result = _checkpoint(ref.index_path, ref.url, ref.store_id, checkpoint)
     c = result["checkpoint"]
-    st.subheader(f"Checkpoint `{c['checkpoint_id']}`")
+    st.subheader(f"Checkpoint {code(c['checkpoint_id'])}")
     st.badge(c["status"], color=BADGE_COLORS.get(c["status"], "gray"))
     if c.get("status_reason"):
-        (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {c['status_reason']}")
+        (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {md_escape(c['status_reason'])}")
     _render_fields(c, result.get("head"))
     from lastgood.ui_recovery import recovery_links  # lazy: ui_recovery imports this module
 
@@ -489,7 +505,7 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
                     f"Pending writes ({len(result['pending_writes'])})", "Metadata"])
     with tabs[0]:
         if result.get("state_error"):
-            st.warning(f"The state cannot be shown: {result['state_error']}")
+            st.warning(f"The state cannot be shown: {md_escape(str(result['state_error']))}")
         else:
             render_state(result["state"])
     with tabs[1]:
@@ -512,9 +528,9 @@ def _render_fields(c: dict[str, Any], head: str | None) -> None:
             ("kind", c.get("kind") or "-"), ("parent", c.get("parent_id") or "-")]
     columns = st.columns(3)
     for i, (label, value) in enumerate(rows):
-        columns[i % 3].markdown(f"**{label}** &nbsp; `{value}`")
-    role = "this is the run's head" if head == c["checkpoint_id"] else f"run head: {head or '-'}"
-    st.caption(f"{role} · checksum `{c.get('checksum') or '-'}` · location `{c.get('location') or '-'}`")
+        columns[i % 3].markdown(f"**{label}** &nbsp; {code(value)}")
+    role = "this is the run's head" if head == c["checkpoint_id"] else f"run head: {code(head or '-')}"
+    st.caption(f"{role} · checksum {code(c.get('checksum') or '-')} · location {code(c.get('location') or '-')}")
 
 
 def _render_writes(writes: list[dict[str, Any]]) -> None:
@@ -522,7 +538,7 @@ def _render_writes(writes: list[dict[str, Any]]) -> None:
         st.caption("No pending writes on this checkpoint.")
         return
     if any("error" in w and "channel" not in w for w in writes):
-        st.warning(f"Pending writes cannot be shown: {writes[0].get('error')}")
+        st.warning(f"Pending writes cannot be shown: {md_escape(str(writes[0].get('error')))}")
         return
     st.json(dumps(truncate(writes)), expanded=2)
 
@@ -546,7 +562,7 @@ def render_state(state: Any) -> None:
 
 def _render_conversation(messages: list[dict[str, Any]], path: list[str]) -> None:
     shown = messages[-MAX_MESSAGES:]
-    st.markdown(f"**Conversation** · {len(messages)} message(s) in `{'.'.join(path)}`"
+    st.markdown(f"**Conversation** · {len(messages)} message(s) in {code('.'.join(map(str, path)))}"
                 + (f", last {len(shown)} shown" if len(shown) < len(messages) else ""))
     box = st.container(height=CONVERSATION_HEIGHT, autoscroll=True) if len(shown) > 6 else st.container()
     for m in shown:
@@ -554,7 +570,7 @@ def _render_conversation(messages: list[dict[str, Any]], path: list[str]) -> Non
         with box.chat_message(m["role"], avatar=avatar):
             if isinstance(m["content"], str):
                 if m["content"]:
-                    st.markdown(m["content"].replace("![", "!\\["))  # no remote images from a state
+                    st.markdown(literal_lines(m["content"]))  # store text: no links, images, HTML
             else:
                 st.json(dumps(truncate(m["content"])), expanded=1)
             for call in m["tool_calls"]:

@@ -9,7 +9,7 @@ st.title("Integrity")
 ref = ui.store_picker()
 if ref is None:
     st.stop()
-st.caption(f"Store `{ref.display}` — findings from listing, structure, lineage, content and data checks; "
+st.caption(f"Store {ui.code(ref.display)} — findings from listing, structure, lineage, content and data checks; "
            "the same set `lastgood verify` reports and `ls` statuses reflect.")
 
 integrity.ensure_data_check(ref)  # checkpoints never read get a full read in the background

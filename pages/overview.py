@@ -8,7 +8,7 @@ st.title("Overview")
 ref = ui.store_picker()
 if ref is None:
     st.stop()
-st.caption(f"Store `{ref.display}`")
+st.caption(f"Store {ui.code(ref.display)}")
 data = ui.overview_data(ref)
 o = data.overview
 
