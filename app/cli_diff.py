@@ -14,6 +14,7 @@ from lastgood.config import Settings
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 TEXT_LIMIT = 500  # changes printed in table mode; JSON has them all
+COMPACT_ABOVE = 1000  # JSON with more changes is printed on one line (json's indenting encoder is pure Python)
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Handler]:
@@ -90,7 +91,8 @@ def _write_json(value: Any) -> None:
 
     from lastgood import output
 
-    sys.stdout.write(output.json_safe(output.dumps(value)) + "\n")
+    indent = 2 if len(value["changes"]) <= COMPACT_ABOVE else None  # the C encoder: 10× faster
+    sys.stdout.write(output.json_safe(output.dumps(value, indent=indent)) + "\n")
 
 
 def _write_text(text: str) -> None:

@@ -31,13 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from lastgood.redact import MASK, SECRET_SHAPES, is_secret_key, redact_text
+from lastgood.redact import MASK, is_secret_key, redact_text
 
 OPS = ("add", "remove", "change", "type_change", "move")
 MAX_JSON_DEPTH = 200  # values nested deeper are summarised in to_dict (JSON encoders recurse)
@@ -402,9 +401,9 @@ def _pair_replacements(plan: _Plan, kx: list[Any], ky: list[Any],
 
 def _redacted(change: Change) -> Change:
     key = _last_token(change.path)
-    return Change(change.op, _redact_str(change.path), _redact_value(key, change.old),
+    return Change(change.op, redact_text(change.path), _redact_value(key, change.old),
                   _redact_value(key, change.new), change.delta,
-                  _redact_str(change.from_path) if change.from_path else None)
+                  redact_text(change.from_path) if change.from_path else None)
 
 
 def _last_token(pointer: str) -> str:
@@ -412,10 +411,15 @@ def _last_token(pointer: str) -> str:
 
 
 def _redact_value(key: Any, value: Any) -> Any:
-    """lastgood.redact's rules, without recursion (any depth)."""
+    """``lastgood.redact.redact``'s result for ``value`` found under ``key``, without recursion
+    (any depth), and without copying a value that holds nothing to redact."""
     if isinstance(key, str) and is_secret_key(key) and not isinstance(value, (dict, list, tuple)):
         return MASK if value not in (None, "") else value
-    return _map_tree(value, _redact_leaf)
+    if isinstance(value, str):
+        return _redact_str(value)
+    if not isinstance(value, (dict, list, tuple)) or _nothing_to_redact(value):
+        return value
+    return _map_tree(value, _redact_leaf, key_of=_redact_key)
 
 
 def _redact_leaf(key: Any, value: Any) -> Any:
@@ -424,47 +428,66 @@ def _redact_leaf(key: Any, value: Any) -> Any:
     return _redact_str(value) if isinstance(value, str) else value
 
 
-def _scoped(pattern: str) -> str:
-    return f"(?i:{pattern[4:]})" if pattern.startswith("(?i)") else f"(?:{pattern})"
-
-
-_ANY_SECRET_SHAPE = re.compile("|".join(_scoped(p.pattern) for p in SECRET_SHAPES))
+def _redact_key(key: Any) -> Any:
+    return _redact_str(key) if isinstance(key, str) else key
 
 
 def _redact_str(text: str) -> str:
-    """redact_text, after one combined search (most strings hold no secret)."""
-    return redact_text(text) if _ANY_SECRET_SHAPE.search(text) else text
+    """redact_text, skipped for text with nothing it could act on (most message text)."""
+    return redact_text(text) if _might_need_redaction(text) else text
 
 
-def _map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None = None) -> Any:
-    """A copy of ``value`` with ``leaf(key, v)`` applied to every leaf, iteratively."""
+# Every rule of lastgood.redact needs one of these in the (lowercased) text: a secret word
+# (secret keys, KEY=value assignments), the start of a secret shape, or '@' / '://' (credentials
+# in URLs, user:pw@host). Substring tests are C-fast; text with none of them is left as it is.
+# (tests/test_diff.py compares the result with lastgood.redact.redact on random trees.)
+_REDACTION_ANCHORS = ("key", "secret", "token", "passw", "pwd", "auth", "credential", "cookie", "dsn",
+                      "sk-", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "xox", "akia", "aiza", "eyj",
+                      "bearer", "-----begin", "@", "://")
+
+
+def _might_need_redaction(text: str) -> bool:
+    lowered = text.lower()
+    return any(anchor in lowered for anchor in _REDACTION_ANCHORS)
+
+
+def _nothing_to_redact(value: Any) -> bool:
+    """True when the JSON text of ``value`` (one C call) shows nothing redaction could change.
+    Only text without escapes counts: then every key and string appears in it verbatim."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, check_circular=False)
+    except (TypeError, ValueError, RecursionError):  # bytes, NaN-free types, deep values: walk them
+        return False
+    return "\\" not in text and not _might_need_redaction(text)
+
+
+_PENDING = object()
+
+
+def _map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None = None,
+              key_of: Callable[[Any], Any] | None = None) -> Any:
+    """A copy of ``value`` with ``leaf(key, v)`` applied to every leaf (and ``key_of`` to every
+    dict key), iteratively."""
     if not isinstance(value, (dict, list, tuple)):
         return leaf(None, value)
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
+    root: list[Any] = [_PENDING]
+    stack: list[tuple[Any, Any, Any, int, object]] = [(value, root, 0, 0, _PENDING)]
     while stack:
-        node, holder, slot, depth = stack.pop()
-        if max_depth is not None and depth >= max_depth and isinstance(node, (dict, list, tuple)):
+        node, holder, slot, depth, placeholder = stack.pop()
+        if holder[slot] is not placeholder:  # a later equal key (after key_of) won, as in a dict display
+            continue
+        if max_depth is not None and depth >= max_depth:
             holder[slot] = {"$nested": f"deeper than {max_depth} levels"}
             continue
-        if isinstance(node, dict):
-            copy: Any = {}
-            for k, v in node.items():
-                if isinstance(v, (dict, list, tuple)):
-                    copy[k] = None
-                    stack.append((v, copy, k, depth + 1))
-                else:
-                    copy[k] = leaf(k, v)
-        elif isinstance(node, (list, tuple)):
-            copy = [None] * len(node)
-            for i, v in enumerate(node):
-                if isinstance(v, (dict, list, tuple)):
-                    stack.append((v, copy, i, depth + 1))
-                else:
-                    copy[i] = leaf(None, v)
-        else:
-            copy = leaf(None, node)
-        holder[slot] = copy
+        holder[slot] = copy = {} if isinstance(node, dict) else [None] * len(node)
+        items = ((key_of(k) if key_of else k, k, v) for k, v in node.items()) if isinstance(node, dict) \
+            else ((i, None, v) for i, v in enumerate(node))
+        for new_key, key, v in items:
+            if isinstance(v, (dict, list, tuple)):
+                copy[new_key] = marker = object()
+                stack.append((v, copy, new_key, depth + 1, marker))
+            else:
+                copy[new_key] = leaf(key, v)
     return root[0]
 
 

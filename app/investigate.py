@@ -16,7 +16,8 @@ from typing import Any
 
 from lastgood.catalog import Catalog
 from lastgood.diff import DiffResult, diff_states, jsonable
-from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound, DecodeError, LastgoodError, ReaderError, UsageError
+from lastgood.errors import (AmbiguousCheckpoint, CheckpointNotFound, DecodeError, LastgoodError, ReaderError,
+                             UsageError)
 from lastgood.predicate import MISSING, Predicate, resolve_pointer
 from lastgood.queries import resolve_checkpoint
 from lastgood.readers.base import CheckpointRecord, record_from_row
@@ -273,12 +274,14 @@ def tracked_value(state: Any, path: str) -> dict[str, Any]:
     return {"kind": type(found).__name__, "value": value, "number": number, "length": length}
 
 
-def track_field(catalog: Catalog, store: OpenStore, run_id: str, path: str, namespace: str = "") -> list[dict[str, Any]]:
+def track_field(catalog: Catalog, store: OpenStore, run_id: str, path: str,
+                namespace: str = "") -> list[dict[str, Any]]:
     """The value at ``path`` for every checkpoint of the run (decoded once, then from the index)."""
     path = normalize_track_path(path)
     records = run_checkpoints(catalog, store.store_id, run_id, namespace)
     known = {r["checkpoint_id"] for r in _rows(catalog, """SELECT checkpoint_id FROM tracked_values
-        WHERE store_id = ? AND run_id = ? AND namespace = ? AND path = ?""", [store.store_id, run_id, namespace, path])}
+        WHERE store_id = ? AND run_id = ? AND namespace = ? AND path = ?""",
+        [store.store_id, run_id, namespace, path])}
     loader = StateLoader(store, size=1)
     fresh = []
     for record in records:
@@ -305,7 +308,8 @@ def _store_tracked(catalog: Catalog, store_id: int, path: str, rows: list[tuple[
         con.executemany("INSERT INTO tracked_values VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
 
 
-def tracked_values(catalog: Catalog, store_id: int, run_id: str, path: str, namespace: str = "") -> list[dict[str, Any]]:
+def tracked_values(catalog: Catalog, store_id: int, run_id: str, path: str,
+                   namespace: str = "") -> list[dict[str, Any]]:
     rows = _rows(catalog, """SELECT c.checkpoint_id, c.step, c.created_at, t.kind, t.value, t.number,
             t.length, t.error
         FROM tracked_values t JOIN checkpoints c ON c.store_id = t.store_id AND c.run_id = t.run_id
@@ -401,7 +405,8 @@ def bisect_run(catalog: Catalog, store: OpenStore, ref: str, predicate: Predicat
     return {"run_id": line[-1].run_id, "namespace": line[-1].namespace, "where": predicate.text,
             "strategy": used, "checkpoints": len(line), "states_decoded": probe.loader.decoded,
             "found": checkpoint_label(store, found) if found else None,
-            "unreadable": [{"checkpoint_id": line[i].checkpoint_id, "error": e} for i, e in sorted(probe.errors.items())]}
+            "unreadable": [{"checkpoint_id": line[i].checkpoint_id, "error": e}
+                           for i, e in sorted(probe.errors.items())]}
 
 
 def _search(probe: Callable[[int], bool], n: int, strategy: str) -> tuple[int | None, str]:

@@ -275,3 +275,23 @@ def test_ten_thousand_levels_deep_do_not_crash():
     exported = json.dumps(added.to_dict("a", "b"))  # depth capped for JSON encoders
     assert "sk-secret" not in exported and "$nested" in exported
     render_text(added)
+
+
+secretish = st.sampled_from(["sk-live0123456789abcdef", "Bearer abcdefghijklmnop", "token=hunter2", "api_key",
+                             "AKIA0123456789ABCDEF", "x ghp_0123456789abcdefghij", "PASSWORD: x",
+                             "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK",
+                             "-----BEGIN RSA PRIVATE KEY-----\nabc", "https://u:p@h", "DSN=x", "Cookie: a=b",
+                             "postgresql://u:pw@host/db", "u:pw@host", "plain", "tokens", "a\\b", "x\ny"])
+secret_trees = st.recursive(st.one_of(secretish, st.integers(), st.none()), lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(secretish, st.text(max_size=3)), inner, max_size=4)),
+    max_leaves=20)
+
+
+@quick
+@given(secret_trees, st.one_of(st.none(), secretish))
+def test_reported_values_are_redacted_exactly_like_lastgood_redact(value, key):
+    from lastgood.diff import _redact_value
+    from lastgood.redact import redact
+
+    expected = redact({key: value})[redact(key)] if isinstance(key, str) else redact(value)
+    assert _redact_value(key, value) == expected
