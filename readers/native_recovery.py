@@ -8,8 +8,8 @@ Layout (see docs/format.md, "Recovery"):
 A commit, in order:
 
 1. create ``journal/lock.json`` exclusively (local: hard link of a synced temp
-   file, which fails when the lock exists; object stores: existence check then
-   one PUT — not conditional, see docs/format.md);
+   file, which fails when the lock exists; object stores: a conditional PUT
+   where the backend has one, else check-then-PUT — see docs/format.md);
 2. re-read the head; if it is not the expected one: remove the lock,
    ``ConflictError``;
 3. replace the lock with the intent: the sealed journal entry;
@@ -225,13 +225,12 @@ def _create_exclusive(fs: Any, path: str, data: bytes) -> bool:
     """Write ``path`` only if it does not exist; False when it does.
 
     Local: a synced temp file hard-linked into place (link fails on an
-    existing name, atomically). Object stores: check, then one PUT.
+    existing name, atomically). Object stores: a conditional PUT
+    (``mode="create"``: S3 ``If-None-Match: *``) where the backend has one;
+    otherwise check, then one PUT (a race window, see docs/format.md).
     """
     if not is_local(fs):
-        if fs.exists(path):
-            return False
-        fs.pipe_file(path, data)
-        return True
+        return _put_if_absent(fs, path, data)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
@@ -247,6 +246,19 @@ def _create_exclusive(fs: Any, path: str, data: bytes) -> bool:
     finally:
         os.unlink(tmp)
         _sync_dir(directory)
+
+
+def _put_if_absent(fs: Any, path: str, data: bytes) -> bool:
+    if fs.exists(path):
+        return False
+    try:
+        fs.pipe_file(path, data, mode="create")
+        return True
+    except FileExistsError:
+        return False
+    except (TypeError, ValueError, NotImplementedError):  # no conditional writes in this backend
+        fs.pipe_file(path, data)
+        return True
 
 
 def _sync_dir(directory: str) -> None:

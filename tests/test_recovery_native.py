@@ -285,3 +285,37 @@ def test_the_cli_asks_on_a_terminal(native, tmp_path: Path) -> None:
         assert proc.returncode == code, err
         assert b"Apply? [y/N]" in err
     assert NativeWriter(url, create=False).head("run-1")["checkpoint_id"] == ids[1]
+
+
+@pytest.mark.s3
+def test_restore_on_s3_uses_conditional_writes(s3_env: dict[str, str], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    import s3fs
+
+    from lastgood.readers.native_recovery import _create_exclusive
+
+    endpoint = s3_env["FSSPEC_S3_ENDPOINT_URL"]
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing")
+    bucket = f"lastgood-{uuid.uuid4().hex[:10]}"
+    fs.mkdir(bucket)
+    assert _create_exclusive(fs, f"{bucket}/lock", b"first")
+    fs.invalidate_cache()
+    assert not _create_exclusive(fs, f"{bucket}/lock", b"second")
+    with monkeypatch.context() as m:  # a racer that passed the existence check: the PUT itself refuses
+        m.setattr(fs, "exists", lambda path: False)
+        assert not _create_exclusive(fs, f"{bucket}/lock", b"third")  # If-None-Match: *
+    assert fs.cat_file(f"{bucket}/lock") == b"first"
+    url = f"s3://{bucket}/agents"
+    options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+    states = write_store(url, runs=1, steps=4, storage_options=options)
+    home = tmp_path / "home"
+    rows = json.loads(lastgood_cli("ls", url, "--format", "json", home=home, env=s3_env).stdout)
+    done = lastgood_cli("rollback", url, "run-0", "--to", rows[1]["checkpoint_id"], "--reason", "s3",
+                        "--yes", "--format", "json", home=home, env=s3_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["check"]["ok"]
+    assert NativeWriter(url, options, create=False).load_head_state("run-0") == states["run-0"][1]
+    journal = json.loads(lastgood_cli("journal", url, "--format", "json", home=home, env=s3_env).stdout)
+    assert journal["chain_ok"] and journal["actions"][0]["superseded"] == [r["checkpoint_id"] for r in rows[2:]]
