@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lastgood import journal as jr
 from lastgood.readers.base import as_table
 from lastgood.readers.native import NativeReader
@@ -158,3 +160,52 @@ def test_sigkill_during_sqlite_restores_leaves_a_consistent_database(tmp_path: P
         made = head.config["configurable"]["checkpoint_id"]
         assert made == original[0] or made == entries[-1]["new_head"]  # old head, or the last journaled one
     assert len(SqliteRecovery(str(path)).journal_entries()) >= SQLITE_TRIALS  # kills landed mid-stream
+
+
+@pytest.mark.postgres
+def test_sigkill_during_postgres_restores_leaves_a_consistent_database(pg_create_database) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from lastgood.readers.langgraph_recovery import PostgresRecovery
+    from tests.langgraph_graphs import build_tools, tool_loop_graph
+
+    dsn = pg_create_database("crash")
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        thread = build_tools(saver)
+        original = [s.config["configurable"]["checkpoint_id"]
+                    for s in tool_loop_graph(saver).get_state_history(thread.config)]
+    run = thread.thread_id
+    rng = random.Random(11)
+    for trial in range(12):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child is killed
+            try:
+                backend = PostgresRecovery(dsn)
+                i = 0
+                while True:
+                    head = backend.head(run)
+                    target = original[1 + i % 3]
+                    entry = {"id": jr.new_action_id(), "action": "restore", "operator": "crash",
+                             "reason": f"trial {i}", "run_id": run, "namespace": "", "target": target,
+                             "previous_head": head, "marks": jr.empty_marks()}
+                    backend.commit(jr.Change(run, "", head, target, entry))
+                    i += 1
+            finally:
+                os._exit(3)
+        time.sleep(rng.uniform(0.05, 0.4))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        entries = PostgresRecovery(dsn).journal_entries()
+        assert jr.verify_chain(entries).ok
+        with PostgresSaver.from_conn_string(dsn) as saver:
+            head = saver.get_tuple(thread.config)
+            listed = {t.config["configurable"]["checkpoint_id"] for t in saver.list(thread.config)}
+            made = head.config["configurable"]["checkpoint_id"]
+            assert set(original) <= listed
+            assert made == original[0] or made == entries[-1]["new_head"]
+            if made != original[0]:
+                source = saver.get_tuple({"configurable": {**thread.config["configurable"], "checkpoint_ns": "",
+                                                           "checkpoint_id": entries[-1]["target"]}})
+                assert head.checkpoint["channel_values"] == source.checkpoint["channel_values"]
+    assert len(PostgresRecovery(dsn).journal_entries()) >= 12
