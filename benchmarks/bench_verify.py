@@ -1,0 +1,235 @@
+"""`lastgood verify --read-data` next to its anchors: `sha256sum` locally, sequential GETs on S3.
+
+    python benchmarks/bench_verify.py [--runs 4] [--steps 50] [--repeat 1] [--no-s3] [--no-write]
+
+Targets (PRODUCT.md):
+
+* verify with full read, local: ≥ 0.8× the throughput of ``sha256sum`` per core over
+  the same blob files, scaling with workers. Measured at ``--workers`` 1, 2 and all
+  usable CPUs, each as a user types it (``lastgood verify STORE --read-data --workers N
+  --format json``, index warm), against ``sha256sum`` over the same files with the
+  same number of parallel processes (``xargs -P N``). Throughput = blob bytes /
+  wall time of the whole command; the in-process verify phase is reported too.
+  Two stores of the same states: JSON and msgpack codecs (full checkpoints, ~600 KB
+  agent states: 1,000 chat messages and 2,000 floats each).
+* verify on S3: ≥ 5× faster than a loop of sequential GETs of the same objects. The
+  endpoint is moto's server (as the tests use), started in its own process; the
+  store is written by the real writer. Anchor: a fresh process fetching every blob
+  with ``S3FileSystem.cat_file`` one after another (loop time, imports excluded).
+  Lastgood: ``lastgood verify s3://… --read-data --format json`` (verify phase as
+  reported, and the whole command).
+
+The machine may be shared (noted under the tables with the idle CPU share seen).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    ROOT,
+    fmt_bytes,
+    fmt_seconds,
+    machine_info,
+    machine_line,
+    markdown_table,
+    python_child,
+    run_child,
+    text_table,
+    wait_for_idle,
+    write_section,
+)
+
+SECTION = "verify"
+CACHE = ROOT / "benchmarks" / ".cache"
+LASTGOOD = str(Path(sys.executable).with_name("lastgood"))
+LOCAL_TARGET = 0.8
+S3_TARGET = 5.0
+
+WRITE_STORE = """
+import sys
+from lastgood.readers.native_writer import NativeWriter
+url, codec, runs, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+options = {"endpoint_url": sys.argv[5], "key": "testing", "secret": "testing"} if len(sys.argv) > 5 else None
+writer = NativeWriter(url, options, codec=codec, full_every=1)
+filler = "lorem ipsum dolor sit amet " * 20
+for r in range(runs):
+    for i in range(steps):
+        messages = [{"role": "user" if j % 2 else "assistant", "content": f"message {j} {filler}",
+                     "id": f"m{j}"} for j in range(1000)]
+        writer.save(f"run-{r}", {"messages": messages, "step": i, "scores": [0.5 * k for k in range(2000)]})
+"""
+
+SEQUENTIAL_GETS = """
+import json, sys, time
+import s3fs
+fs = s3fs.S3FileSystem(endpoint_url=sys.argv[1], key="testing", secret="testing")
+paths = fs.find(sys.argv[2])
+started = time.perf_counter()
+total = sum(len(fs.cat_file(p)) for p in paths)
+print(json.dumps({"seconds": time.perf_counter() - started, "objects": len(paths), "bytes": total}))
+"""
+
+
+def blob_files(store: Path) -> list[Path]:
+    return sorted(p for p in (store / "blobs").rglob("*") if p.is_file())
+
+
+def local_store(codec: str, runs: int, steps: int) -> Path:
+    store = CACHE / f"verify-{codec}-{runs}x{steps}"
+    if not (store / "lastgood-store.json").exists():
+        shutil.rmtree(store, ignore_errors=True)
+        python_child(WRITE_STORE, str(store), codec, str(runs), str(steps)).check()
+    return store
+
+
+def sha256sum(files: list[Path], processes: int) -> float:
+    listing = "\0".join(str(p) for p in files).encode()
+    started = time.perf_counter()
+    subprocess.run(["xargs", "-0", "-P", str(processes), "-n", str(max(1, len(files) // processes)),
+                    "sha256sum"], input=listing, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+def verify(store: str, home: Path, workers: int | None = None,
+           env: dict[str, str] | None = None) -> tuple[float, dict[str, Any]]:
+    command = [LASTGOOD, "verify", store, "--read-data", "--format", "json"]
+    if workers:
+        command += ["--workers", str(workers)]
+    child = run_child(command, extra_env={"LASTGOOD_HOME": str(home), **(env or {})})
+    if child.returncode not in (0, 1):
+        child.check()
+    return child.wall, json.loads(child.stdout)
+
+
+def bench_local(codec: str, runs: int, steps: int, repeat: int) -> list[dict[str, Any]]:
+    store = local_store(codec, runs, steps)
+    files = blob_files(store)
+    size = sum(p.stat().st_size for p in files)
+    home = Path(tempfile.mkdtemp(prefix="bench-verify-"))
+    try:
+        verify(str(store), home, 1)  # index, and read every blob once (page cache warm, index warm)
+        usable = len(os.sched_getaffinity(0))
+        rows = []
+        for workers in sorted({1, 2, usable}):
+            anchor, ours, phase = [], [], []
+            for _ in range(repeat):
+                idle = wait_for_idle(timeout=20)
+                anchor.append(sha256sum(files, workers))
+                wall, report = verify(str(store), home, workers)
+                assert report["checked"] == len(files) and report["workers"] == workers, report
+                ours.append(wall)
+                phase.append(report["seconds"])
+            rows.append({"codec": codec, "workers": workers, "files": len(files), "bytes": size,
+                         "sha256sum": min(anchor), "lastgood": min(ours), "verify_phase": min(phase),
+                         "idle": idle})
+        return rows
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def bench_s3(runs: int, steps: int) -> dict[str, Any]:
+    from tests.fixtures_s3 import free_port
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {"FSSPEC_S3_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    home = Path(tempfile.mkdtemp(prefix="bench-verify-s3-"))
+    try:
+        _wait_for(endpoint)
+        bucket = f"bench-{uuid.uuid4().hex[:8]}"
+        python_child(f"import s3fs; s3fs.S3FileSystem(endpoint_url={endpoint!r}, key='testing', "
+                     f"secret='testing').mkdir({bucket!r})").check()
+        url = f"s3://{bucket}/agents"
+        python_child(WRITE_STORE, url, "json", str(runs), str(steps), endpoint).check()
+        verify(url, home, env=env)  # index (the timed runs below read every blob again)
+        wait_for_idle(timeout=20)
+        anchor = python_child(SEQUENTIAL_GETS, endpoint, f"{bucket}/agents/blobs", extra_env=env).check().report
+        wall, report = verify(url, home, env=env)
+        return {"objects": anchor["objects"], "bytes": anchor["bytes"], "sequential": anchor["seconds"],
+                "verify_phase": report["seconds"], "lastgood": wall, "workers": report["workers"]}
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _wait_for(endpoint: str, timeout: float = 30.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=1).close()
+            return
+        except Exception:  # noqa: BLE001 - not up yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def report(local: list[dict[str, Any]], s3: dict[str, Any] | None, info: dict[str, Any]) -> str:
+    lines = ["## Verify (`lastgood verify --read-data`)", "",
+             "Local: throughput per core of the whole command (index warm) next to `sha256sum` over the "
+             "same blob files with as many processes as workers. Target: ≥ 0.8× per core.", ""]
+    rows = []
+    for r in local:
+        ours = r["bytes"] / r["lastgood"] / r["workers"]
+        anchor = r["bytes"] / r["sha256sum"] / r["workers"]
+        rows.append([r["codec"], r["workers"], f"{r['files']} files, {fmt_bytes(r['bytes'])}",
+                     f"{fmt_bytes(anchor)}/s", f"{fmt_bytes(ours)}/s",
+                     f"{fmt_bytes(r['bytes'] / r['verify_phase'] / r['workers'])}/s",
+                     f"{ours / anchor:.2f}×", "met" if ours / anchor >= LOCAL_TARGET else "missed",
+                     f"{r['idle']:.0%}" if r["idle"] is not None else "-"])
+    lines.append(markdown_table(["codec", "workers", "blobs", "sha256sum per core", "lastgood per core",
+                                 "verify phase per core", "ratio", "target 0.8×", "idle CPU before"], rows))
+    if s3:
+        ratio_phase = s3["sequential"] / s3["verify_phase"]
+        ratio_cmd = s3["sequential"] / s3["lastgood"]
+        lines += ["", f"S3 (moto server in its own process, {s3['objects']} objects, {fmt_bytes(s3['bytes'])}, "
+                  f"{s3['workers']} worker(s)): sequential GETs {fmt_seconds(s3['sequential'])}; "
+                  f"lastgood verify phase {fmt_seconds(s3['verify_phase'])} ({ratio_phase:.1f}×), whole command "
+                  f"{fmt_seconds(s3['lastgood'])} ({ratio_cmd:.1f}×). Target ≥ 5×: "
+                  f"{'met' if ratio_phase >= S3_TARGET else 'missed'}."]
+    lines += ["", f"Machine: {machine_line(info)}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-s3", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    info = machine_info(("duckdb", "fsspec", "s3fs", "moto", "msgpack"))
+    local = [row for codec in ("json", "msgpack") for row in bench_local(codec, args.runs, args.steps, args.repeat)]
+    s3 = None if args.no_s3 else bench_s3(args.runs, args.steps)
+    text = report(local, s3, info)
+    print(text_table(["codec", "workers", "sha256sum s", "lastgood s", "verify phase s"],
+                     [[r["codec"], r["workers"], f"{r['sha256sum']:.2f}", f"{r['lastgood']:.2f}",
+                       f"{r['verify_phase']:.2f}"] for r in local]))
+    print(text)
+    if not args.no_write:
+        write_section(SECTION, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
