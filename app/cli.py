@@ -22,6 +22,7 @@ from lastgood.errors import LastgoodError, as_fault
 from lastgood.readers.registry import display_url
 from lastgood.show import show_checkpoint
 from lastgood.stores import CHECK_DEPTHS, data_pending, index_store, normalize_url, open_catalog
+from lastgood.verify import store_findings
 
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
@@ -110,8 +111,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     summary = index_store(catalog, args.store, reader_name=args.reader, full=args.full,
                           check=args.check, progress=_progress(fmt, "indexing"))
     store = summary.store
-    found = queries.store_findings(catalog, store.store_id) + [
-        f.to_dict() for f in (summary.verify.findings if summary.verify else [])]
+    found = store_findings(catalog, store.store_id)  # the one set verify, ls and the pages show
     report = {
         "store": store.display_url, "reader": store.reader.name, "full": summary.refresh.full,
         "changed": summary.refresh.changed, "checkpoints_read": summary.refresh.checkpoints,

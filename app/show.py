@@ -12,6 +12,7 @@ from lastgood.errors import CheckpointNotFound, DecodeError, LastgoodError
 from lastgood.redact import redact
 from lastgood.stores import OpenStore
 from lastgood.readers.base import CheckpointRecord
+from lastgood.verify import store_findings
 
 
 def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, A
         "checkpoint": redact(queries.checkpoint_fields(record)),
         "state": state,
         "pending_writes": pending_writes(store, record),
-        "findings": queries.findings(catalog, store.store_id, record.checkpoint_id),
+        "findings": store_findings(catalog, store.store_id, checkpoint_id=record.checkpoint_id),
         "events": redact(queries.events(catalog, store.store_id, checkpoint_id=record.checkpoint_id)
                          .to_dict(orient="records")),
         "head": queries.head_of(catalog, store.store_id, record.run_id, record.namespace),
@@ -63,6 +64,6 @@ def checkpoint_view(catalog: Catalog, store_id: int, ref: str,
     record = queries.resolve_checkpoint(catalog, store_id, ref)
     events = queries.events(catalog, store_id, checkpoint_id=record.checkpoint_id)
     return {"checkpoint": redact(queries.checkpoint_fields(record)), "state": None,
-            "pending_writes": [], "findings": queries.findings(catalog, store_id, record.checkpoint_id),
+            "pending_writes": [], "findings": store_findings(catalog, store_id, checkpoint_id=record.checkpoint_id),
             "events": redact(events.to_dict(orient="records")), "state_error": redact(reason),
             "head": queries.head_of(catalog, store_id, record.run_id, record.namespace)}
