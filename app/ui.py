@@ -181,6 +181,10 @@ def store_picker() -> StoreRef | None:
             st.error(md_escape(redact_text(str(exc))))
             ref = None
         _show_last_error()
+        if ref is not None:
+            from lastgood import ui_integrity  # the background data check and its progress (imports this module)
+
+            ui_integrity.sidebar_check(ref)
     if ref is None:
         st.info("No store selected. Add one in the sidebar: a folder, `file://…`, `memory://…`, "
                 "`s3://bucket/prefix`, a LangGraph SQLite file or a `postgresql://` DSN.")
@@ -498,9 +502,12 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     from lastgood.ui_recovery import recovery_links  # lazy: ui_recovery imports this module
 
     recovery_links(ref, c)
+    compare = st.columns(4)
     if c.get("parent_id"):
-        st.page_link(DIFF_PAGE, label="Compare with parent", icon=":material/difference:",
-                     query_params={"store": ref.url, "a": c["parent_id"], "b": c["checkpoint_id"]})
+        compare[0].page_link(DIFF_PAGE, label="Compare with parent", icon=":material/difference:",
+                             query_params={"store": ref.url, "a": c["parent_id"], "b": c["checkpoint_id"]})
+    compare[1].page_link(DIFF_PAGE, label="Compare with…", icon=":material/compare_arrows:",
+                         query_params={"store": ref.url, "a": c["checkpoint_id"], "b": c["checkpoint_id"]})
     tabs = st.tabs(["State", f"Findings ({len(result['findings'])})", f"Events ({len(result['events'])})",
                     f"Pending writes ({len(result['pending_writes'])})", "Metadata"])
     with tabs[0]:

@@ -28,6 +28,7 @@ MAX_TREE_ROWS = 2000
 # session-state keys
 RUN_A, CKPT_A, RUN_B, CKPT_B = "diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"
 PREV_B, PARAMS_TAKEN, ONLY_CHANGES, TRACK_PATH = "diff_prev_b", "diff_params_taken", "diff_only", "diff_track"
+PIN_A = "diff_pin_a"
 SYNC = "_sync_run"  # suffix: a checkpoint chosen by code (link, parent) selects its run too
 MARKS = {"add": ("added", "green"), "remove": ("removed", "red"), "edit": ("edited", "orange"),
          "move": ("moved", "blue")}
@@ -58,9 +59,9 @@ def take_query_params() -> None:
         st.session_state[STORE_KEY] = params["store"]
     if params.get("b"):
         _queue(CKPT_B, params["b"])
-        st.session_state[PREV_B] = params["b"] if params.get("a") else None
     if params.get("a"):
         _queue(CKPT_A, params["a"])
+        st.session_state[PIN_A] = True  # "compare with…": A stays while B is picked
 
 
 def _queue(ckpt_key: str, checkpoint: str) -> None:
@@ -94,13 +95,14 @@ def _record(index_path: str, store_id: int, ref: str) -> dict[str, Any]:
 
 def pick_checkpoints(ref: StoreRef, runs: list[str]) -> tuple[str | None, str | None]:
     """Run and checkpoint for B (default: the newest of the first run) and A (default: B's parent,
-    re-chosen whenever B changes; a link's own A is kept)."""
+    re-chosen whenever B changes until A is picked by hand or named by a link)."""
     with guarded():
         b = _pick_side(ref, runs, "B", RUN_B, CKPT_B)
         if b and st.session_state.get(PREV_B) != b:
             st.session_state[PREV_B] = b
             parent = _record(ref.index_path, ref.store_id, b)["parent_id"]
-            _queue(CKPT_A, parent or b)
+            if not st.session_state.get(PIN_A):
+                _queue(CKPT_A, parent or b)
         a = _pick_side(ref, runs, "A", RUN_A, CKPT_A)
     return a, b
 
@@ -128,7 +130,8 @@ def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key
         choices[wanted] = f"step {record['step']} · {wanted[:13]}…"
     if st.session_state.get(ckpt_key) not in choices:
         st.session_state[ckpt_key] = next(iter(choices), None)
-    return right.selectbox(side, list(choices), format_func=choices.get, key=ckpt_key)
+    pin = (lambda: st.session_state.update({PIN_A: True})) if side == "A" else None
+    return right.selectbox(side, list(choices), format_func=choices.get, key=ckpt_key, on_change=pin)
 
 
 # ---- the diff ---------------------------------------------------------------------------
@@ -297,3 +300,38 @@ def _field_figure(frame: pd.DataFrame, path: str, view: DiffView) -> go.Figure:
     fig.update_layout(height=280, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
                       yaxis_title=path, title=f"{path} in run {view.result['b']['run_id']}")
     return fig
+
+
+# ---- first divergence of two runs ----------------------------------------------------------
+
+
+@st.cache_data(ttl=60, max_entries=16, show_spinner="Comparing the runs step by step…")
+def _divergence(index_path: str, url: str, run_a: str, run_b: str) -> dict[str, Any]:
+    return inv.diverge(_catalog(index_path), _open_store(index_path, url), run_a, run_b)
+
+
+def render_divergence(ref: StoreRef, view: DiffView) -> None:
+    """When A and B are in different runs: the first step where the two runs' states differ."""
+    run_a, run_b = view.result["a"]["run_id"], view.result["b"]["run_id"]
+    if run_a == run_b:
+        return
+    if not st.button(f"Find where runs `{run_a}` and `{run_b}` first diverge", key="diff_diverge"):
+        return
+    with guarded():
+        found = _divergence(ref.index_path, ref.url, run_a, run_b)
+    first = found["first_divergence"]
+    if first is None:
+        st.info(f"No divergence: the {found['common_steps']} steps the runs share hold the same states "
+                f"({found['states_decoded']} states decoded).")
+        return
+    s = first["summary"]
+    st.warning(f"First divergence at step {first['step']}: {s['added']} added, {s['removed']} removed, "
+               f"{s['changed']} changed ({found['states_decoded']} states decoded).")
+    st.button("Show that diff", key="diff_show_divergence", on_click=_select_pair,
+              args=(first["a"]["checkpoint_id"], first["b"]["checkpoint_id"]))
+
+
+def _select_pair(a: str, b: str) -> None:
+    _queue(CKPT_B, b)
+    _queue(CKPT_A, a)
+    st.session_state[PIN_A] = True  # keep this A (not B's parent)

@@ -149,3 +149,33 @@ def test_compare_with_parent_in_chromium(chromium_browser, streamlit_server: str
         assert "run-gamma: please do task 3" in shared.inner_text("body")
     finally:
         context.close()
+
+
+def test_runs_that_differ_show_their_first_divergence(app_env: DemoStore) -> None:
+    alpha, beta = app_env.of_run("run-alpha"), app_env.of_run("run-beta")
+    at = diff_page({"store": app_env.url, "a": alpha[4].checkpoint_id, "b": beta[4].checkpoint_id})
+    at.button(key="diff_diverge").click().run()
+    assert not at.exception
+    assert any("First divergence at step 0" in w.value for w in at.warning)
+    at.button(key="diff_show_divergence").click().run()
+    assert at.selectbox(key="diff_ckpt_a").value == alpha[0].checkpoint_id
+    assert at.selectbox(key="diff_ckpt_b").value == beta[0].checkpoint_id
+
+
+def test_compare_with_keeps_a_while_b_is_picked(app_env: DemoStore) -> None:
+    alpha, beta = app_env.of_run("run-alpha"), app_env.of_run("run-beta")
+    at = diff_page({"store": app_env.url, "a": alpha[2].checkpoint_id, "b": alpha[2].checkpoint_id})
+    assert any("No changes" in s.value for s in at.success)
+    at.selectbox(key="diff_run_b").select("run-beta").run()
+    at.selectbox(key="diff_ckpt_b").select(beta[3].checkpoint_id).run()
+    assert at.selectbox(key="diff_ckpt_a").value == alpha[2].checkpoint_id  # not B's parent
+    assert {m.label: m.value for m in at.metric}["Changed"] != "0"
+
+
+def test_timeline_detail_links_to_compare_with(app_env: DemoStore) -> None:
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    at.switch_page(TIMELINE).run()
+    chosen = app_env.of_run("run-alpha")[0]  # the first checkpoint: no parent, no "with parent" link
+    pick_checkpoint(at, "run-alpha", chosen.checkpoint_id)
+    labels = [e.proto.label for e in at.get("page_link")]
+    assert "Compare with…" in labels and "Compare with parent" not in labels
