@@ -158,6 +158,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         public_urls.append(summary.store.url)  # secrets stay in the home's private credentials file
     catalog.close()  # the dashboard process opens the index itself: don't hold its lock
     env = dict(os.environ, LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=json.dumps(public_urls))
+    env.setdefault("LASTGOOD_BACKGROUND_CHECK", "1")  # blobs never read get a data check in the background
     if args.allow_write:
         env["LASTGOOD_ALLOW_WRITE"] = "1"
     if args.host not in ("127.0.0.1", "localhost", "::1"):

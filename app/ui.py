@@ -181,6 +181,10 @@ def store_picker() -> StoreRef | None:
             st.error(md_escape(redact_text(str(exc))))
             ref = None
         _show_last_error()
+        if ref is not None:
+            from lastgood import ui_integrity  # the background data check and its progress (imports this module)
+
+            ui_integrity.sidebar_check(ref)
     if ref is None:
         st.info("No store selected. Add one in the sidebar: a folder, `file://…`, `memory://…`, "
                 "`s3://bucket/prefix`, a LangGraph SQLite file or a `postgresql://` DSN.")

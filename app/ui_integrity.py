@@ -7,6 +7,7 @@ re-verification in the background (lastgood.background) with progress polled by 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -27,6 +28,7 @@ SEVERITIES = ("error", "warning", "info")
 DEPTH_LABELS = {"catalog": "listing", "structure": "structure", "lineage": "lineage", "content": "content",
                 "data": "data"}
 RESTORE_ACTION = "restore-last-good"
+AUTO_CHECK_ENV = "LASTGOOD_BACKGROUND_CHECK"  # set by `lastgood ui`: read never-read blobs in the background
 
 # session-state keys
 FILTER_KEY = "integrity_filter_{}"
@@ -116,10 +118,37 @@ def _progress_panel(ref: ui.StoreRef) -> None:
             job.cancel()
         return
     (st.error if job.state == "failed" else st.success)(job.summary())
+    _refresh_once(job)
+
+
+def sidebar_check(ref: ui.StoreRef) -> None:
+    """For every page's sidebar: with LASTGOOD_BACKGROUND_CHECK set (``lastgood ui`` sets it), start
+    the data check of never-read checkpoints once; show the running check's progress."""
+    if os.environ.get(AUTO_CHECK_ENV, "").strip() not in ("", "0"):
+        ensure_data_check(ref)
+    if background.job(ref.index_path, ref.url) is not None:
+        _sidebar_progress(ref)
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _sidebar_progress(ref: ui.StoreRef) -> None:
+    job = background.job(ref.index_path, ref.url)
+    if job is None:
+        return
+    if job.running:
+        st.progress(job.fraction, text=job.summary())
+        st.page_link(page_path("integrity"), label="Findings so far", icon=":material/verified_user:")
+        return
+    st.caption(job.summary())
+    _refresh_once(job)
+
+
+def _refresh_once(job: background.VerifyJob) -> None:
+    """After a job finishes, rerun the whole page once so tables and counts come from the index."""
     if st.session_state.get(FINISHED_KEY) != job.finished_at:
         st.session_state[FINISHED_KEY] = job.finished_at
         clear_caches()
-        st.rerun()  # the whole page: tables and counts from the index as it is now
+        st.rerun()
 
 
 def ensure_data_check(ref: ui.StoreRef) -> background.VerifyJob | None:

@@ -115,3 +115,24 @@ def test_a_finding_link_opens_its_checkpoint_on_the_timeline(app_env: tuple[Path
     assert at.selectbox(key="tl_run").value == finding["run_id"]
     assert at.text_input(key="tl_ref").value == finding["checkpoint_id"]
     assert any(finding["checkpoint_id"] in s.value for s in at.subheader)
+
+
+def test_the_dashboard_reads_never_read_blobs_in_the_background(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    store, home = tmp_path / "agents", tmp_path / "home"
+    shutil.copytree(SAMPLE_STORE, store)
+    done = lastgood_cli("index", str(store), "--check", "structure", "--format", "json", home=home)
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([normalize_url(str(store))]))
+    monkeypatch.setenv("LASTGOOD_BACKGROUND_CHECK", "1")
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()  # the Overview, as `lastgood ui` opens it
+    assert not at.exception, [e.value for e in at.exception]
+    job = background.wait(str(load_settings().index_path), normalize_url(str(store)), timeout=120)
+    assert job is not None and job.depth == "data" and job.only_unverified and job.state == "done"
+    at.run()
+    assert any("full read: checked" in c.value for c in at.sidebar.caption)
+    runs = json.loads(lastgood_cli("runs", str(store), "--format", "json", home=home).stdout)
+    assert sum(r["unverified"] for r in runs) == 0 and all(r["last_good"] for r in runs)
+    found = json.loads(lastgood_cli("verify", str(store), "--format", "json", home=home).stdout)
+    assert {"sha256-mismatch", "undecodable", "chain-broken"} <= {f["check"] for f in found["findings"]}
