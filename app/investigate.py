@@ -199,6 +199,12 @@ def record_step_changes(catalog: Catalog, store: OpenStore, checkpoint_ids: Iter
     return len(rows)
 
 
+def record_step_changes_with_reader(catalog: Catalog, store_id: int, reader: Any,
+                                    checkpoint_ids: Iterable[str] | None = None) -> int:
+    """``record_step_changes`` for callers holding a reader rather than an OpenStore (the data check)."""
+    return record_step_changes(catalog, OpenStore("", store_id, reader), checkpoint_ids)
+
+
 def _step_targets(catalog: Catalog, store_id: int, ids: Iterable[str] | None, run_id: str | None,
                   refresh: bool) -> list[CheckpointRecord]:
     clauses, params = ["c.store_id = ?"], [store_id]

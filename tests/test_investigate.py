@@ -215,3 +215,11 @@ def test_cli_investigation_commands(tmp_path):
     assert diverge.returncode == 0 and json.loads(diverge.stdout)["first_divergence"]["step"] == 2
     unknown = lastgood_cli("steps", url, "zzz", home=home)
     assert unknown.returncode == 2 and "no run 'zzz'" in unknown.stderr
+
+
+def test_the_data_check_can_record_step_changes_with_its_reader(store):
+    catalog, opened, _ = store
+    ids = _ids(catalog, opened, "run-1")[:3]
+    assert inv.record_step_changes_with_reader(catalog, opened.store_id, opened.reader, ids) == 3
+    rows = inv.step_changes(catalog, opened.store_id, "run-1")
+    assert [r["checkpoint_id"] for r in rows] == ids and rows[2]["changed"] == 2
