@@ -136,3 +136,30 @@ def test_the_dashboard_reads_never_read_blobs_in_the_background(tmp_path: Path,
     assert sum(r["unverified"] for r in runs) == 0 and all(r["last_good"] for r in runs)
     found = json.loads(lastgood_cli("verify", str(store), "--format", "json", home=home).stdout)
     assert {"sha256-mismatch", "undecodable", "chain-broken"} <= {f["check"] for f in found["findings"]}
+
+
+def test_timeline_draws_unverified_checkpoints_hollow_and_damaged_ones_as_x(tmp_path: Path) -> None:
+    from lastgood import queries
+    from lastgood.catalog import Catalog
+    from lastgood.figures import TimelineData, timeline_figure
+    from lastgood.stores import index_store
+    from lastgood.verify import verify_store
+
+    catalog = Catalog(tmp_path / "index.duckdb")
+    summary = index_store(catalog, str(SAMPLE_STORE), check="structure")
+    sid = summary.store.store_id
+
+    def symbols() -> dict[str, set[str]]:
+        points, _ = queries.timeline(catalog, sid, run_id="trading-003")
+        fig = timeline_figure(TimelineData(points, False, points[:0].assign(kind=[]), len(points)), True, "step")
+        found: dict[str, set[str]] = {}
+        for trace in fig.data:
+            for cid, symbol in zip([c[0] for c in trace.customdata], trace.marker.symbol):
+                found.setdefault(symbol, set()).add(cid)
+        return found
+
+    before = symbols()
+    assert set(before) == {"circle-open"}  # nothing read yet: no checkpoint drawn as known good
+    verify_store(catalog, sid, summary.store.reader, read_data=True)
+    after = symbols()
+    assert after.keys() == {"circle", "x"} and len(after["x"]) == 1  # the sha256 mismatch of trading-003
