@@ -335,3 +335,27 @@ def _select_pair(a: str, b: str) -> None:
     _queue(CKPT_B, b)
     _queue(CKPT_A, a)
     st.session_state[PIN_A] = True  # keep this A (not B's parent)
+
+
+# ---- what each step changed ------------------------------------------------------------------
+
+
+@st.cache_data(ttl=60, max_entries=16, show_spinner="Comparing every checkpoint with its parent…")
+def _steps(index_path: str, url: str, store_id: int, run_id: str) -> pd.DataFrame:
+    catalog, store = _catalog(index_path), _open_store(index_path, url)
+    inv.record_step_changes(catalog, store, run_id=run_id)  # computed once, kept in the index
+    return pd.DataFrame(inv.step_changes(catalog, store_id, run_id))
+
+
+def render_step_changes(ref: StoreRef, view: DiffView) -> None:
+    run_id = view.result["b"]["run_id"]
+    if not st.toggle(f"What each checkpoint of run `{run_id}` changed", key="diff_steps"):
+        return
+    with guarded():
+        frame = _steps(ref.index_path, ref.url, ref.store_id, run_id)
+    if frame.empty:
+        st.caption("No checkpoints.")
+        return
+    frame["paths"] = frame["paths"].map(lambda p: ", ".join(p) if isinstance(p, (list, tuple)) else "")
+    st.dataframe(frame[["step", "checkpoint_id", "added", "removed", "changed", "moved", "paths", "error"]],
+                 hide_index=True, width="stretch")

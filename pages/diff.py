@@ -32,3 +32,4 @@ if not only_changes:
 ui_diff.export_button(view)
 st.divider()
 ui_diff.render_field_over_time(ref, view)
+ui_diff.render_step_changes(ref, view)

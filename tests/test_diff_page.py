@@ -179,3 +179,12 @@ def test_timeline_detail_links_to_compare_with(app_env: DemoStore) -> None:
     pick_checkpoint(at, "run-alpha", chosen.checkpoint_id)
     labels = [e.proto.label for e in at.get("page_link")]
     assert "Compare with…" in labels and "Compare with parent" not in labels
+
+
+def test_per_step_changes_of_the_run_on_demand(app_env: DemoStore) -> None:
+    at = diff_page()
+    at.toggle(key="diff_steps").set_value(True).run()
+    assert not at.exception
+    table = next(f.value for f in at.dataframe if "paths" in f.value.columns)
+    assert list(table["step"]) == list(range(6))
+    assert list(table["added"])[1:] == [2] * 5 and "/messages" in table["paths"][1]
