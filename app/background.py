@@ -11,6 +11,7 @@ half-written findings. No streamlit here: ``lastgood.ui_integrity`` polls
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -97,11 +98,24 @@ def start(index_path: str, url: str, depth: str, *, only_unverified: bool = Fals
     return new
 
 
+BACKGROUND_NICE = 10  # pages first: a background check only takes CPU time the server does not need
+
+
+def _lower_priority() -> None:
+    """Lower this thread's scheduling priority (Linux nice values are per thread; worker
+    processes forked from it inherit it), so the first screen is not slowed by the check."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+        pass
+
+
 def _run(job: VerifyJob, workers: int | None) -> None:
     from lastgood.catalog import Catalog
     from lastgood.stores import open_store
     from lastgood.verify import verify_store
 
+    _lower_priority()
     try:
         catalog = Catalog(job.index_path, keep_open=False)
         store = open_store(catalog, job.url)
