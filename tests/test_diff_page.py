@@ -115,6 +115,19 @@ def test_timeline_detail_links_to_compare_with_parent(app_env: DemoStore) -> Non
 # ---- the flow a person clicks through, in real Chromium ---------------------------------
 
 
+def _metrics(page, wait_ms: int = 20_000) -> dict[str, str]:
+    """The Diff page's four counts, once they are on screen (the page may still be rerunning)."""
+    seen: dict[str, str] = {}
+    for _ in range(wait_ms // 250):
+        labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
+        values = page.get_by_test_id("stMetricValue").all_inner_texts()
+        seen = {label.strip(): value.strip() for label, value in zip(labels, values)}
+        if len(seen) == 4:
+            return seen
+        page.wait_for_timeout(250)
+    return seen
+
+
 @pytest.mark.browser
 def test_compare_with_parent_in_chromium(chromium_browser, streamlit_server: str,
                                          browser_store: DemoStore, tmp_path: Path) -> None:
@@ -133,10 +146,7 @@ def test_compare_with_parent_in_chromium(chromium_browser, streamlit_server: str
         page.get_by_role("link", name="Compare with parent").click()
         page.get_by_role("heading", name="Diff").wait_for()
         page.get_by_text("added · #6").wait_for()
-        labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
-        values = page.get_by_test_id("stMetricValue").all_inner_texts()
-        assert dict(zip((x.strip() for x in labels), (v.strip() for v in values))) == {
-            "Added": "2", "Removed": "0", "Changed": "2", "Moved": "0"}
+        assert _metrics(page) == {"Added": "2", "Removed": "0", "Changed": "2", "Moved": "0"}
         body = page.inner_text("body")
         assert "run-gamma: please do task 3" in body and SECRET not in body
         assert f"a={chosen.parent_id}" in page.url and f"b={chosen.checkpoint_id}" in page.url
