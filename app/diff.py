@@ -17,7 +17,7 @@ sequential semantics and from DeepDiff's positional lists):
 - ``add``, the ``path`` of a ``move`` and every ``change`` name indexes in B;
 - ancestors of any path are named in B's coordinates.
 
-``apply_changes(a, changes)`` rebuilds B from A with these rules (parents
+``lastgood.diff_apply.apply_changes(a, changes)`` rebuilds B from A with these rules (parents
 first; within a list: removals and moves out, then insertions in ascending
 B order, then changes). Numbers carry ``delta`` (new - old); bytes and the
 readers' ``{"$bytes": n, "sha256": …}`` summaries compare as leaves by size and
@@ -419,7 +419,7 @@ def _redact_value(key: Any, value: Any) -> Any:
         return _redact_str(value)
     if not isinstance(value, (dict, list, tuple)) or _nothing_to_redact(value):
         return value
-    return _map_tree(value, _redact_leaf, key_of=_redact_key)
+    return map_tree(value, _redact_leaf, key_of=_redact_key)
 
 
 def _redact_leaf(key: Any, value: Any) -> Any:
@@ -464,7 +464,7 @@ def _nothing_to_redact(value: Any) -> bool:
 _PENDING = object()
 
 
-def _map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None = None,
+def map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None = None,
               key_of: Callable[[Any], Any] | None = None) -> Any:
     """A copy of ``value`` with ``leaf(key, v)`` applied to every leaf (and ``key_of`` to every
     dict key), iteratively."""
@@ -497,83 +497,12 @@ def jsonable(value: Any) -> Any:
         return _bytes_summary(value)
     if not isinstance(value, (dict, list, tuple)):
         return value
-    return _map_tree(value, lambda _k, v: _bytes_summary(v) if isinstance(v, (bytes, bytearray)) else v,
+    return map_tree(value, lambda _k, v: _bytes_summary(v) if isinstance(v, (bytes, bytearray)) else v,
                      max_depth=MAX_JSON_DEPTH)
 
 
 def _bytes_summary(value: bytes | bytearray) -> dict[str, Any]:
     return {"$bytes": len(value), "sha256": hashlib.sha256(value).hexdigest()}
-
-
-# ---------------------------------------------------------------- applying changes
-
-def apply_changes(a: Any, changes: list[Change]) -> Any:
-    """B, rebuilt from a deep copy of ``a`` and the changes (see the module docstring)."""
-    doc: list[Any] = [_map_tree(a, lambda _k, v: v)]
-    by_parent: dict[tuple[str, ...], list[Change]] = {}
-    for change in changes:
-        by_parent.setdefault(_parent_tokens(change.path), []).append(change)
-    for parent in sorted(by_parent, key=lambda p: -1 if p == _ROOT_PARENT else len(p)):
-        _apply_at(doc, parent, by_parent[parent])
-    return doc[0]
-
-
-_ROOT_PARENT: tuple[str, ...] = ("\x00root",)
-
-
-def _parent_tokens(pointer: str) -> tuple[str, ...]:
-    return tuple(_split(pointer)[:-1]) if pointer else _ROOT_PARENT
-
-
-def _split(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
-
-
-def _apply_at(doc: list[Any], parent: tuple[str, ...], changes: list[Change]) -> None:
-    if parent == _ROOT_PARENT:  # the root itself changed type or value
-        doc[0] = changes[-1].new
-        return
-    container = _resolve(doc[0], parent)
-    if isinstance(container, list):
-        _apply_list(container, changes)
-        return
-    for change in changes:
-        key = _dict_key(container, _split(change.path)[-1])
-        if change.op == "remove":
-            del container[key]
-        else:
-            container[key] = change.new
-
-
-def _dict_key(container: dict, token: str) -> Any:
-    if token in container:
-        return token
-    for key in container:  # non-string keys (msgpack ints) are named by their text
-        if str(key) == token:
-            return key
-    return token
-
-
-def _resolve(root: Any, tokens: tuple[str, ...]) -> Any:
-    node = root
-    for token in tokens:
-        node = node[int(token)] if isinstance(node, list) else node[_dict_key(node, token)]
-    return node
-
-
-def _apply_list(items: list, changes: list[Change]) -> None:
-    gone = {int(_split(c.path)[-1]) for c in changes if c.op == "remove"}
-    moved = {int(_split(c.from_path or "")[-1]): c for c in changes if c.op == "move"}
-    moved_values = {int(_split(c.path)[-1]): items[i] for i, c in moved.items()}
-    kept = [v for i, v in enumerate(items) if i not in gone and i not in moved]
-    inserts = {int(_split(c.path)[-1]): c.new for c in changes if c.op == "add"}
-    inserts.update(moved_values)
-    for j in sorted(inserts):
-        kept.insert(j, inserts[j])
-    for change in changes:
-        if change.op in ("change", "type_change"):
-            kept[int(_split(change.path)[-1])] = change.new
-    items[:] = kept
 
 
 # ---------------------------------------------------------------- text rendering

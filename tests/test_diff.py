@@ -9,7 +9,8 @@ from deepdiff import DeepDiff
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lastgood.diff import Change, DiffResult, apply_changes, diff_states, render_text
+from lastgood.diff import Change, DiffResult, diff_states, render_text
+from lastgood.diff_apply import apply_changes
 
 quick = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
