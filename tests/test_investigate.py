@@ -177,6 +177,13 @@ def test_diff_across_stores_native_run_vs_langgraph_thread(tmp_path):
     assert result.changes == [] and a["store"] != b["store"]
     result, _, _ = inv.diff_checkpoints(catalog, lg, head["checkpoint_id"], changed, native)
     assert [(c.op, c.path) for c in result.changes] == [("change", "/messages/1/content"), ("add", "/messages/4")]
+    catalog.close()
+    done = lastgood_cli("diff", str(tmp_path / "lg.sqlite"), head["checkpoint_id"], f"copy/{changed}",
+                        "--store-b", str(tmp_path / "native"), "--format", "json", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["summary"] == {"added": 1, "removed": 0, "changed": 1, "moved": 0}
+    assert body["a"]["store"].endswith("lg.sqlite") and body["b"]["run_id"] == "copy"
 
 
 # ---------------------------------------------------------------- CLI
