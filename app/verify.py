@@ -111,7 +111,8 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
         _finish(catalog, store_id, recorder, report)
         raise
     report.cancelled = bool(cancel is not None and cancel.is_set())
-    _finish(catalog, store_id, recorder, report)
+    if report.checked or not only_unverified:  # nothing new and nothing re-checked: nothing to re-derive
+        _finish(catalog, store_id, recorder, report)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -129,7 +130,7 @@ def _workers(workers: int | None, scheduler: str | None, depth: str, total: int)
 def _finish(catalog: Catalog, store_id: int, recorder: _Recorder, report: VerifyReport) -> None:
     """Record the checked chunks, then the store-wide findings derived from them."""
     recorder.flush()
-    if not recorder.recorded_any and report.checked == 0 and report.cancelled:
+    if not recorder.recorded_any:
         return
     report.findings.extend(recorder.drift)
     lineage = parent_findings(catalog, store_id)
