@@ -230,3 +230,35 @@ def test_the_data_check_can_record_step_changes_with_its_reader(store):
     assert inv.record_step_changes_with_reader(catalog, opened.store_id, opened.reader, ids) == 3
     rows = inv.step_changes(catalog, opened.store_id, "run-1")
     assert [r["checkpoint_id"] for r in rows] == ids and rows[2]["changed"] == 2
+
+
+@pytest.mark.postgres
+def test_postgres_threads_diverge_and_match_sqlite(tmp_path, pg_module_dsn):
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from tests.langgraph_graphs import build_fork, build_tools
+
+    with PostgresSaver.from_conn_string(pg_module_dsn) as saver:
+        saver.setup()
+        build_tools(saver)
+        build_fork(saver)
+    write_sqlite_store(tmp_path / "lg.sqlite", extra=False)
+    home = tmp_path / "home"
+    same = lastgood_cli("diverge", pg_module_dsn, "tools-1", "tools-1", "--store-b", str(tmp_path / "lg.sqlite"),
+                        "--format", "json", home=home)
+    assert same.returncode == 0, same.stderr
+    body = json.loads(same.stdout)
+    assert body["first_divergence"] is None and body["common_steps"] >= 4 and body["states_decoded"] >= 8
+    forked = json.loads(lastgood_cli("diverge", pg_module_dsn, "tools-1", "fork-1", "--format", "json",
+                                     home=home).stdout)
+    first = forked["first_divergence"]
+    paths = {c["path"] for c in first["changes"]}
+    assert "/note" in paths and any(p.startswith("/messages/1/tool_calls/0") for p in paths)
+    grown = json.loads(lastgood_cli("bisect", pg_module_dsn, "fork-1", "--where", "len(/messages) >= 3",
+                                    "--strategy", "scan", "--format", "json", home=home).stdout)
+    lengths = {v["checkpoint_id"]: v["length"] for v in json.loads(lastgood_cli(
+        "track", pg_module_dsn, "fork-1", "/messages", "--format", "json", home=home).stdout)["values"]}
+    parents = {r["checkpoint_id"]: r["parent_id"] for r in json.loads(lastgood_cli(
+        "ls", pg_module_dsn, "--run", "fork-1", "--format", "json", home=home).stdout)}
+    found = grown["found"]["checkpoint_id"]
+    assert lengths[found] >= 3 and (lengths.get(parents[found]) or 0) < 3  # the first one along its history
