@@ -30,6 +30,7 @@ from lastgood.errors import UsageError
 from lastgood.parallel import CHUNK, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
 from lastgood.parallel import reader_findings as reader_findings  # re-exported
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, record_from_row
+from lastgood.redact import redact_text
 
 Progress = Callable[[int, int | None], None]
 OnFindings = Callable[[list[Finding]], None]
@@ -407,7 +408,10 @@ def store_findings(catalog: Catalog, store_id: int, depth: str = "data",
         extra, params["cid"] = "AND checkpoint_id = $cid", checkpoint_id
     with catalog.connect() as con:
         cur = con.execute(_FINDINGS_SQL.format(extra=extra), params)
-        return [dict(zip(FINDING_FIELDS, row)) for row in cur.fetchall()]
+        rows = [dict(zip(FINDING_FIELDS, row)) for row in cur.fetchall()]
+    for row in rows:  # messages quote store contents (error text, paths): never show a secret
+        row["message"] = redact_text(row["message"]) if isinstance(row["message"], str) else row["message"]
+    return rows
 
 
 _FINDINGS_SQL = """

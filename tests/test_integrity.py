@@ -303,3 +303,19 @@ def test_ctrl_c_records_whole_chunks_and_stops(tmp_path: Path, workers: int) -> 
         checked = {r[0] for r in con.execute("SELECT checkpoint_id FROM checkpoints WHERE store_id = ? "
                                              "AND verified = 'data'", [sid]).fetchall()}
     assert recorded <= checked  # no data finding without its checkpoint's whole check recorded
+
+
+def test_finding_messages_never_show_a_secret(tmp_path: Path) -> None:
+    from lastgood.readers.base import Finding
+
+    url = str(tmp_path / "store")
+    write_store(url, runs=1, steps=3)
+    catalog = Catalog(tmp_path / "index.duckdb")
+    summary = index_store(catalog, url, check="none")
+    sid = summary.store.store_id
+    cid = queries.list_checkpoints(catalog, sid)[0]["checkpoint_id"]
+    secret = "sk-live-0123456789abcdefABCDEF"
+    catalog.record_findings(sid, [cid], [Finding(Check.PENDING_ERROR, "warning", f"tool failed: key={secret}",
+                                                 "run-0", "", cid)], "data")
+    shown = store_findings(catalog, sid)
+    assert shown and secret not in json.dumps(shown, default=str)
