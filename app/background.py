@@ -84,14 +84,17 @@ def job(index_path: str, url: str) -> VerifyJob | None:
 
 
 def start(index_path: str, url: str, depth: str, *, only_unverified: bool = False,
-          workers: int | None = None) -> VerifyJob:
-    """Start a verification unless one is running for this store (then return that one)."""
+          workers: int | None = None, delay: float = 0.0) -> VerifyJob:
+    """Start a verification unless one is running for this store (then return that one).
+
+    ``delay`` seconds pass (cancellable) before the work begins: an automatic check
+    lets the page that started it render first."""
     with _lock:
         current = _jobs.get((index_path, url))
         if current is not None and current.running:
             return current
         new = VerifyJob(index_path, url, depth, only_unverified)
-        new.thread = threading.Thread(target=_run, args=(new, workers), daemon=True,
+        new.thread = threading.Thread(target=_run, args=(new, workers, delay), daemon=True,
                                       name=f"lastgood-verify-{depth}")
         _jobs[(index_path, url)] = new
     new.thread.start()
@@ -110,12 +113,14 @@ def _lower_priority() -> None:
         pass
 
 
-def _run(job: VerifyJob, workers: int | None) -> None:
+def _run(job: VerifyJob, workers: int | None, delay: float = 0.0) -> None:
     from lastgood.catalog import Catalog
     from lastgood.stores import open_store
     from lastgood.verify import verify_store
 
     _lower_priority()
+    if delay > 0:
+        job.cancel_event.wait(delay)
     try:
         catalog = Catalog(job.index_path, keep_open=False)
         store = open_store(catalog, job.url)

@@ -28,6 +28,7 @@ SEVERITIES = ("error", "warning", "info")
 DEPTH_LABELS = {"catalog": "listing", "structure": "structure", "lineage": "lineage", "content": "content",
                 "data": "data"}
 RESTORE_ACTION = "restore-last-good"
+AUTO_CHECK_DELAY = 3.0  # seconds: the first screen renders before the automatic check takes CPU
 AUTO_CHECK_ENV = "LASTGOOD_BACKGROUND_CHECK"  # set by `lastgood ui`: read never-read blobs in the background
 
 # session-state keys
@@ -158,7 +159,7 @@ def ensure_data_check(ref: ui.StoreRef) -> background.VerifyJob | None:
     runs = integrity_data(ref).runs
     if runs.empty or int(runs["unverified"].sum()) == 0:
         return None
-    return background.start(ref.index_path, ref.url, "data", only_unverified=True)
+    return background.start(ref.index_path, ref.url, "data", only_unverified=True, delay=AUTO_CHECK_DELAY)
 
 
 # ---- runs and last good ------------------------------------------------------------
