@@ -266,6 +266,7 @@ class LangGraphSqliteReader(Reader):
         self._task_path = "''"
         self._writes_index = ""
         self._memo: _StructureMemo | None = None
+        self._stamp: tuple[Any, ...] = ()
         try:
             with self._connection() as conn:
                 self._check_tables(conn)
@@ -320,6 +321,7 @@ class LangGraphSqliteReader(Reader):
 
     def scan(self, since: str | None = None) -> Scan:
         """List checkpoints from SQL only, in one read transaction."""
+        self._stamp = _file_stamp(self.path)  # before reading: any later commit changes it
         with closing(connect_readonly(self.path, mmap=True)) as conn, _sqlite_errors(self.path):
             conn.execute("BEGIN")
             try:
@@ -335,7 +337,7 @@ class LangGraphSqliteReader(Reader):
         after = self._appended_after(conn, since, counts)
         full = after is None
         ck_after, wr_after = after or (0, 0)
-        memo = _StructureMemo(token)
+        memo = _StructureMemo(self._stamp)
         tables, findings = self._checkpoint_tables(conn, ck_after, memo)
         heads = self._heads(conn)
         # a full listing read every row's codec and every special write: the memo answers
@@ -521,12 +523,10 @@ class LangGraphSqliteReader(Reader):
 
     def _memo_answers(self, keys: list[Key]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """What this reader's last scan already found for ``keys`` (it read the same
-        columns and special writes), while the store is unchanged since (one query)."""
+        columns and special writes), while the files are unchanged since (a stat, no query)."""
         if self._memo is None:
             return [], []
-        with self._connection() as conn:
-            token = json.dumps({"v": TOKEN_VERSION, **self._counts(conn)}, sort_keys=True)
-        if token != self._memo.token:
+        if _file_stamp(self.path) != self._memo.stamp:
             self._memo = None
             return [], []
         wanted = set(keys)
@@ -559,8 +559,8 @@ class _StructureMemo:
     """The structure facts a scan read anyway (keys listed, odd codecs, ``__error__``
     writes), so the structure check of what was just listed costs one query."""
 
-    def __init__(self, token: str) -> None:
-        self.token = token
+    def __init__(self, stamp: tuple[Any, ...]) -> None:
+        self.stamp = stamp
         self.listed: set[Key] = set()
         self.odd_codecs: dict[Key, str | None] = {}
         self.errors: list[tuple[Any, ...]] = []
@@ -576,6 +576,18 @@ class _StructureMemo:
         """An EVENTS_SQL row of an ``__error__`` write, in STRUCTURE_ERRORS_SQL's order."""
         thread, ns, cid, task_id, idx, _channel, type_, value = row
         self.errors.append((thread, ns or "", cid, task_id, idx, type_, value, ""))
+
+
+def _file_stamp(path: Path) -> tuple[Any, ...]:
+    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
+    stamp: list[Any] = []
+    for suffix in ("", *LIVE_SUFFIXES):
+        try:
+            info = Path(f"{path}{suffix}").stat()
+            stamp.append((info.st_size, info.st_mtime_ns))
+        except OSError:
+            stamp.append(None)
+    return tuple(stamp)
 
 
 def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
