@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -145,6 +146,46 @@ print(json.dumps({"import": t1 - t0, "decode": t2 - t1, "deepdiff": t3 - t2, "ca
                   "changes": count, "kinds": {k: len(v) for k, v in diff.items()}}))
 """
 
+STAGES = r"""
+import json, sys, time
+T = time.process_time
+t0 = T()
+from lastgood.cli import build_parser
+from lastgood.config import load_settings
+from lastgood.stores import index_store, open_catalog
+from lastgood import investigate as inv, output
+from lastgood.diff import diff_states
+import lastgood.readers.validate as validate
+t1 = T()
+catalog = open_catalog(load_settings(sys.argv[2]))
+store = index_store(catalog, sys.argv[1]).store
+t2 = T()
+spent = [0.0]
+check = validate.check_state
+def timed(*args, **kwargs):
+    started = T()
+    try:
+        return check(*args, **kwargs)
+    finally:
+        spent[0] += T() - started
+validate.check_state = timed
+import lastgood.readers.langgraph_serde as serde
+if hasattr(serde, "check_state"):
+    serde.check_state = timed
+a = inv.load_state(store, inv.resolve_ref(catalog, store.store_id, sys.argv[3]))
+b = inv.load_state(store, inv.resolve_ref(catalog, store.store_id, sys.argv[4]))
+t3 = T()
+raw = diff_states(a, b, redact=False)
+t4 = T()
+result = diff_states(a, b)
+t5 = T()
+text = output.json_safe(output.dumps(result.to_dict("a", "b"), indent=None))
+t6 = T()
+print(json.dumps({"imports": t1 - t0, "index refresh": t2 - t1, "decode two states": t3 - t2,
+                  "of which the reader's validate.check_state": spent[0], "diff": t4 - t3,
+                  "diff + redaction": t5 - t4, "JSON": t6 - t5}))
+"""
+
 EXPECTED = {  # (pair name, from index, to index) -> expected summary (appended = A)
     "append": (0, 1, lambda a: {"added": a, "removed": 0, "changed": 0, "moved": 0}),
     "remove": (1, 2, lambda a: {"added": 0, "removed": 1, "changed": 0, "moved": 0}),
@@ -207,7 +248,8 @@ def measure(db: Path, ids: list[str], appended: int, repeat: int, home: Path) ->
     return rows
 
 
-def report(rows: list[dict[str, Any]], info: dict[str, Any], messages: int, appended: int) -> str:
+def report(rows: list[dict[str, Any]], info: dict[str, Any], messages: int, appended: int,
+           stages: dict[str, float], load: tuple[float, float]) -> str:
     headers = ["pair", "lastgood diff (whole command)", "LangGraph decode + DeepDiff (whole process)",
                "speed-up (wall)", "CPU s: lastgood / anchor", "speed-up (CPU)", "lastgood changes", "correct",
                "DeepDiff items"]
@@ -217,14 +259,17 @@ def report(rows: list[dict[str, Any]], info: dict[str, Any], messages: int, appe
               _changes(r["summary"]),
               "yes" if r["summary"] == r["expected"] else f"no (expected {_changes(r['expected'])})",
               f"{r['anchor_changes']:,}"] for r in rows]
-    met = all(r["anchor"] / r["lastgood"] >= TARGET and r["summary"] == r["expected"] for r in rows)
-    met_cpu = all(r["anchor_cpu"] / r["lastgood_cpu"] >= TARGET and r["summary"] == r["expected"] for r in rows)
+    met = sum(r["anchor"] / r["lastgood"] >= TARGET and r["summary"] == r["expected"] for r in rows)
+    met_cpu = sum(r["anchor_cpu"] / r["lastgood_cpu"] >= TARGET and r["summary"] == r["expected"] for r in rows)
+    correct = sum(r["summary"] == r["expected"] for r in rows)
+    stage_rows = [[name, f"{seconds:.2f}"] for name, seconds in stages.items()]
     return f"""## Diff two ~{messages:,}-message agent states (LangGraph SQLite)
 
 Target: the whole `lastgood diff` command ≥ {TARGET:.0f}× faster than LangGraph's own decode
 (`SqliteSaver.get_tuple`) plus `deepdiff.DeepDiff` on the same pair, with the correct changes.
-By wall time: **{"met" if met else "not met"}** on every pair; by CPU time (user + system of each
-process, steadier while other work shares the machine): **{"met" if met_cpu else "not met"}**.
+Met by wall time on **{met} of {len(rows)}** pairs, by CPU time (user + system of each process,
+steadier while other work shares the machine) on **{met_cpu} of {len(rows)}**; the changes are
+correct on {correct} of {len(rows)}.
 
 One LangGraph thread written by a real compiled graph (`update_state`): {messages:,} messages
 (human, AI with tool calls, tool results) plus nested `memory`/`tools` dicts, then
@@ -237,6 +282,14 @@ changes column is Lastgood's summary, checked against what was written.
 
 DeepDiff reports every shifted list index after a removal in the middle, so its item count
 is not the number of changes that happened; Lastgood aligns messages by id.
+
+Where Lastgood's time goes (CPU seconds, in one process, pair "all"): the part that is the
+diff itself is small; decoding the two states through the reader dominates.
+
+{markdown_table(["stage", "CPU s"], stage_rows)}
+
+Load average {load[0]:.2f} at the start, {load[1]:.2f} at the end (2 cores shared with other work:
+wall times are inflated and noisy; compare the CPU columns).
 
 {machine_line(info)}
 """
@@ -262,9 +315,11 @@ def main() -> None:
     shutil.rmtree(home, ignore_errors=True)
     exe = Path(sys.executable).with_name("lastgood")
     run_child([str(exe), "--home", str(home), "index", str(db)], cwd=ROOT).check()  # the index is warm
+    load_start = os.getloadavg()[0]
     rows = measure(db, ids, args.appended, args.repeat, home)
+    stages = python_child(STAGES, str(db), str(home), ids[0], ids[4]).report
     info = machine_info(("duckdb", "langgraph", "langgraph-checkpoint-sqlite", "deepdiff"))
-    body = report(rows, info, args.messages, args.appended)
+    body = report(rows, info, args.messages, args.appended, stages, (load_start, os.getloadavg()[0]))
     print(text_table(["pair", "lastgood", "anchor", "ratio", "cpu ratio", "changes", "expected", "deepdiff items"],
                      [[r["pair"], fmt_seconds(r["lastgood"]), fmt_seconds(r["anchor"]),
                        fmt_ratio(r["anchor"], r["lastgood"]), fmt_ratio(r["anchor_cpu"], r["lastgood_cpu"]),
