@@ -101,6 +101,9 @@ def decode_typed(type_: str | None, data: bytes | None, *, aes_key: bytes | None
     Raises DecodeError (with the cause) for an unknown type or undecodable bytes.
     """
     payload = _as_bytes(data)
+    if type_ is not None and not isinstance(type_, str):
+        raise DecodeError(f"serialization type stored as {type(type_).__name__}, not text",
+                          Check.UNKNOWN_CODEC)
     if type_ is None:
         if not payload:
             return None
@@ -129,13 +132,17 @@ def _as_bytes(data: Any) -> bytes:
         return bytes(data)
     if isinstance(data, str):  # a TEXT column, or a driver that decoded it
         return data.encode("utf-8", "surrogatepass")
-    return data or b""
+    if data is None or isinstance(data, bytes):
+        return data or b""
+    raise DecodeError(f"payload stored as {type(data).__name__}, not bytes")
 
 
 def is_known_type(type_: str | None) -> bool:
     """True for a type LangGraph can write (``msgpack``, ``json``, ``msgpack+aes``…)."""
     if type_ is None:
         return True
+    if not isinstance(type_, str):
+        return False
     inner, _, cipher = type_.partition("+")
     return inner in KNOWN_TYPES and (not cipher or cipher in KNOWN_CIPHERS)
 
