@@ -43,7 +43,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
                           scheduler=args.scheduler, progress=_bar(fmt, "verifying"))
     found = store_findings(catalog, summary.store.store_id)
     result = {"checked": report.checked, "depth": report.depth, "findings": found,
-              "seconds": round(report.seconds, 3), "workers": report.workers,
+              "seconds": round(report.seconds, 3), "workers": report.workers, "scheduler": args.scheduler,
               "subset": str(subset) if subset else None}
     output.emit(result, fmt, output.render_verify)
     return 1 if any(f["severity"] == "error" for f in found) else 0

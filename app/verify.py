@@ -36,6 +36,7 @@ Progress = Callable[[int, int | None], None]
 OnFindings = Callable[[list[Finding]], None]
 BATCH = 2_000
 FLUSH_SECONDS = 15.0  # a long check records what it has found at least this often
+SHAPES_KEPT = 200_000  # state shapes kept across flushes for schema drift between neighbours
 DEPTHS = ("structure", "data")
 # the depths of findings a check at each depth may report (lineage and content are store-wide)
 DEPTH_ORDER = {"catalog": 0, "structure": 1, "lineage": 1, "content": 1, "data": 2}
@@ -168,13 +169,16 @@ class _Recorder:
         self.drift.extend(drift)
         self.catalog.record_findings(self.store_id, self.ids, self.findings + drift, self.depth)
         self.recorded_any = True
-        self.ids, self.findings, self.shapes = [], [], {}
+        self.ids, self.findings = [], []
+        if len(self.shapes) > SHAPES_KEPT:  # neighbours across flushes still compare, memory stays bounded
+            self.shapes = {}
         self.last_flush = time.monotonic()
 
     def _drift(self) -> list[Finding]:
         """Schema drift between neighbours of the checked checkpoints, in each run's step order."""
-        records = ordered_records(self.catalog, self.store_id, list(self.shapes))
-        return list(drift_findings(records, self.shapes))
+        records = ordered_records(self.catalog, self.store_id, self.ids)
+        now = set(self.ids)  # findings of checkpoints recorded by an earlier flush stay as they are
+        return [f for f in drift_findings(records, self.shapes) if f.checkpoint_id in now]
 
 
 # ---- what to check --------------------------------------------------------------------

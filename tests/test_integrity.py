@@ -168,7 +168,14 @@ def test_runs_reports_last_good_per_run_and_unverified_until_data_checked(tmp_pa
     assert runs["run-0"]["last_good"] == runs["run-0"]["head"] and runs["run-0"]["unverified"] == 0
 
 
-def test_content_checks_nan_drift_and_size_spike(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunked", [False, True])
+def test_content_checks_nan_drift_and_size_spike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 chunked: bool) -> None:
+    if chunked:  # chunks of 2 recorded one by one: drift still compares neighbours across them
+        import lastgood.verify
+
+        monkeypatch.setattr(lastgood.verify, "CHUNK", 2)
+        monkeypatch.setattr(lastgood.verify, "FLUSH_SECONDS", -1.0)
     url = str(tmp_path / "store")
     writer = NativeWriter(url, full_every=1)
     states = [agent_state(i) for i in range(8)]
@@ -186,6 +193,8 @@ def test_content_checks_nan_drift_and_size_spike(tmp_path: Path) -> None:
     assert (ids[3], Check.NON_FINITE) in warnings
     assert (ids[5], Check.SCHEMA_DRIFT) in warnings and (ids[6], Check.SCHEMA_DRIFT) in warnings
     assert (ids[6], Check.SIZE_SPIKE) in warnings
+    drift = [f for f in store_findings(catalog, sid) if f["check"] == Check.SCHEMA_DRIFT]
+    assert sorted(f["checkpoint_id"] for f in drift) == sorted(ids[3:8])  # score, turn and blob come and go
     assert not any(f["severity"] == "error" for f in store_findings(catalog, sid))
     assert {r["status"] for r in queries.list_checkpoints(catalog, sid)} == {"ok"}
 
