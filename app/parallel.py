@@ -267,7 +267,7 @@ def _on_dask(spec: ReaderSpec, chunks: Iterator[list[CheckpointRecord]], read_da
 
         raise MissingDependency("distributed", "dask", "--scheduler") from exc
     try:
-        client = Client(scheduler, timeout=10, set_as_default=False)
+        client = Client(scheduler, timeout=5, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     with client:
