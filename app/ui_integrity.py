@@ -172,11 +172,11 @@ def render_runs(ref: ui.StoreRef, runs: pd.DataFrame) -> None:
     if runs.empty:
         st.info("No runs in this store yet.")
         return
-    st.dataframe(runs[RUN_COLUMNS].head(ui.MAX_TABLE_ROWS), hide_index=True, width="stretch",
+    st.dataframe(ui._redact_frame(runs[RUN_COLUMNS].head(ui.MAX_TABLE_ROWS)), hide_index=True, width="stretch",
                  column_config={"last_good": st.column_config.TextColumn(
                      "last good", help="Newest checkpoint whose data check passed, with no error finding, "
                      "not quarantined or superseded, incremental chain intact")})
-    labels = {r.run_id: f"{r.run_id} · {r.health} · last good {r.last_good or '(none yet)'}"
+    labels = {r.run_id: redact_text(f"{r.run_id} · {r.health} · last good {r.last_good or '(none yet)'}")
               for r in runs.itertuples() if not r.namespace}
     pick, go = st.columns([3, 2], vertical_alignment="bottom")
     run = pick.selectbox("Run", list(labels), format_func=labels.get, key=RESTORE_RUN_KEY)
@@ -208,8 +208,8 @@ def render_findings(ref: ui.StoreRef, findings: pd.DataFrame) -> None:
                                zip(shown["run_id"], shown["checkpoint_id"])],
                          depth=shown["depth"].map(lambda d: DEPTH_LABELS.get(d, d)))
     st.caption(f"{len(shown):,} of {len(findings):,} finding(s)")
-    st.dataframe(shown[["severity", "check", "run_id", "agent", "checkpoint_id", "message", "depth",
-                        "found_at", "open"]].head(ui.MAX_TABLE_ROWS),
+    st.dataframe(ui._redact_frame(shown[["severity", "check", "run_id", "agent", "checkpoint_id", "message",
+                                         "depth", "found_at", "open"]].head(ui.MAX_TABLE_ROWS)),
                  hide_index=True, width="stretch", key="integrity_findings",
                  column_config={"open": st.column_config.LinkColumn("timeline", display_text="open"),
                                 "message": st.column_config.TextColumn("message", width="large")})
@@ -221,7 +221,8 @@ def _filtered(findings: pd.DataFrame) -> pd.DataFrame:
     mask = pd.Series(True, index=findings.index)
     for col, (column, label) in zip(cols, filters.items()):
         options = sorted(str(v) for v in findings[column].dropna().unique())
-        chosen = col.multiselect(label, options, key=FILTER_KEY.format(column), placeholder="all")
+        chosen = col.multiselect(label, options, key=FILTER_KEY.format(column), placeholder="all",
+                                 format_func=redact_text)
         if chosen:
             mask &= findings[column].astype(str).isin(chosen)
     return findings[mask]
