@@ -127,7 +127,8 @@ def _run(job: VerifyJob, workers: int | None, delay: float = 0.0) -> None:
         try:
             report = verify_store(catalog, store.store_id, store.reader, read_data=job.depth == "data",
                                   only_unverified=job.only_unverified, workers=workers,
-                                  progress=job._progress, on_findings=job._found, cancel=job.cancel_event)
+                                  progress=job._progress, on_findings=job._found, cancel=job.cancel_event,
+                                  background=True)
         finally:
             store.reader.close()
         job.state = "cancelled" if report.cancelled else "done"

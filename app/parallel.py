@@ -220,11 +220,14 @@ def check_chunk_remote(spec: ReaderSpec, records: list[CheckpointRecord], read_d
 
 def run_chunks(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_data: bool, *,
                workers: int = 1, scheduler: str | None = None,
-               cancel: threading.Event | None = None) -> Iterator[ChunkResult]:
-    """Results of every chunk (in completion order when parallel)."""
+               cancel: threading.Event | None = None, background: bool = False) -> Iterator[ChunkResult]:
+    """Results of every chunk (in completion order when parallel).
+
+    ``background`` (the dashboard's checks): even one worker is a separate process, so
+    decoding never holds the dashboard server's GIL while pages render."""
     if scheduler:
         yield from _on_dask(ReaderSpec.of(reader), chunks, read_data, scheduler, cancel)
-    elif workers > 1:
+    elif workers > 1 or (background and read_data):
         yield from _on_processes(reader, chunks, read_data, workers, cancel)
     else:
         for chunk in chunks:
@@ -243,7 +246,7 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
     # open the store afresh and never touch the parent's index connection
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
-                             initializer=_ignore_sigint) as pool:
+                             initializer=_init_worker) as pool:
         try:
             yield from _bounded(lambda chunk: pool.submit(check_chunk_remote, spec, chunk, read_data),
                                 chunks, 2 * workers, cancel)
@@ -251,8 +254,9 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops handing out chunks and records whole ones."""
+def _init_worker() -> None:
+    """Workers leave Ctrl-C to the parent, which stops handing out chunks and records whole ones.
+    (Forked from a lowered-priority background thread, they inherit its nice value.)"""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -83,7 +83,7 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
                  only_unverified: bool = False, subset: Subset | None = None,
                  workers: int | None = None, scheduler: str | None = None,
                  progress: Progress | None = None, on_findings: OnFindings | None = None,
-                 cancel: threading.Event | None = None) -> VerifyReport:
+                 cancel: threading.Event | None = None, background: bool = False) -> VerifyReport:
     """Check the store's checkpoints and record findings and statuses in the index.
 
     Results are written in whole chunks: when ``cancel`` is set (or Ctrl-C
@@ -100,7 +100,8 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
         chunks = (_key_chunk(catalog, store_id, selection) if _set_based(reader, depth)
                   else _chunks(catalog, store_id, selection))
         for result in run_chunks(reader, chunks, depth == "data", workers=report.workers,
-                                 scheduler=scheduler if depth == "data" else None, cancel=cancel):
+                                 scheduler=scheduler if depth == "data" else None, cancel=cancel,
+                                 background=background):
             recorder.add(result)
             report.findings.extend(result.findings)
             report.checked += len(result.checkpoint_ids)
