@@ -45,7 +45,7 @@ SCALE = float(os.environ.get("LASTGOOD_FUZZ_SCALE", "1"))
 MEMORY_CAP = 3 * 2**30  # bytes of address space for the real CLI
 COMMAND_SECONDS = 90
 LANGGRAPH_SAMPLE = ROOT / "sample_data" / "langgraph.sqlite"
-FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=True,
+FUZZ = settings(deadline=None, derandomize="LASTGOOD_FUZZ_RANDOM" not in os.environ, database=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 
