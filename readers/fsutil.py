@@ -14,6 +14,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from lastgood import limits
+from lastgood.checks import Check
 from lastgood.errors import MissingDependency, NotAFile, StoreNotFound, TooLarge, UnsafePath
 
 # fsspec protocol -> (package, lastgood extra)
@@ -152,6 +153,51 @@ def _kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+Size = int | None | tuple[Check, str]  # a blob's size, or why it is refused
+
+
+def local_stamps(path: str, suffix: str) -> tuple[dict[str, str], list[str]]:
+    """(name -> "size:mtime" of a local folder's regular files, names refused).
+
+    os.scandir is 10x fsspec's ls. Symlinks and special files (FIFOs, devices)
+    are refused: nothing in the catalog is read through a link."""
+    stamps: dict[str, str] = {}
+    refused: list[str] = []
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                if not e.name.endswith(suffix) or is_temp_name(e.name):
+                    continue
+                if e.is_file(follow_symlinks=False):
+                    info = e.stat(follow_symlinks=False)
+                    stamps[e.name] = f"{info.st_size}:{info.st_mtime}"
+                else:
+                    refused.append(e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}, []
+    return stamps, refused
+
+
+def local_sizes(path: str, folder: str, root_real: str) -> dict[str, Size]:
+    """Sizes of a local blob folder's entries; links are resolved and must stay in the store."""
+    sizes: dict[str, Size] = {}
+    with os.scandir(path) as entries:
+        for e in entries:
+            key = posixpath.normpath(f"{folder}/{e.name}")
+            if e.is_file(follow_symlinks=False):
+                sizes[key] = e.stat(follow_symlinks=False).st_size
+                continue
+            try:
+                sizes[key] = local_file_size(e.path, root_real)
+            except FileNotFoundError:
+                sizes[key] = (Check.BLOB_MISSING, f"blob {key} is a dangling link")
+            except (UnsafePath, NotAFile, TooLarge) as exc:
+                check = Check.UNSAFE_PATH if isinstance(exc, UnsafePath) else (
+                    Check.NOT_A_FILE if isinstance(exc, NotAFile) else Check.TOO_LARGE)
+                sizes[key] = (check, str(exc))
+    return sizes
 
 
 def blob_limit(recorded_size: int | None) -> int:

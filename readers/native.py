@@ -8,7 +8,6 @@ malformed catalog line becomes a store-level finding; every other line loads.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import time
 from collections import OrderedDict
@@ -35,14 +34,14 @@ from lastgood.readers.base import (
     checkpoints_table,
     rows_table,
 )
-from lastgood.readers.fsutil import (blob_limit, is_local, is_temp_name, local_file_size, open_fs,
-                                     read_bounded, real_root, require_dir, safe_join)
+from lastgood.readers.fsutil import (Size, blob_limit, is_local, is_temp_name, local_file_size,
+                                     local_sizes, local_stamps, open_fs, read_bounded, real_root,
+                                     require_dir, safe_join)
 from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
 
 MAX_CHAIN = limits.MAX_CHAIN
 STATE_CACHE_SIZE = 256
 REFUSED = (UnsafePath, NotAFile, TooLarge)
-Size = int | None | tuple[Check, str]  # a blob's size, or why it is refused
 
 
 class NativeReader(Reader):
@@ -136,7 +135,7 @@ class NativeReader(Reader):
     def _stamps(self, folder: str, suffix: str) -> dict[str, str]:
         path = self._path(folder)
         if is_local(self.fs):
-            stamps, refused = _local_stamps(path, suffix)
+            stamps, refused = local_stamps(path, suffix)
             self._refused.extend(
                 Finding(Check.NOT_A_FILE, "error", f"{folder}/{name}: not a regular file; ignored")
                 for name in refused)
@@ -353,7 +352,7 @@ class NativeReader(Reader):
         for folder in sorted(folders):
             try:
                 if is_local(self.fs):
-                    sizes.update(_local_sizes(self._path(folder), folder, str(self.root_real)))
+                    sizes.update(local_sizes(self._path(folder), folder, str(self.root_real)))
                     continue
                 listing = self.fs.ls(self._path(folder), detail=True)
             except (FileNotFoundError, NotADirectoryError, UnsafePath):
@@ -450,46 +449,6 @@ def _stamp(info: Mapping[str, Any]) -> str:
         if info.get(key) is not None:
             return f"{info.get('size')}:{info[key]}"
     return str(info.get("size"))
-
-
-def _local_stamps(path: str, suffix: str) -> tuple[dict[str, str], list[str]]:
-    """(name -> "size:mtime" of a local folder's regular files, names refused).
-
-    os.scandir is 10x fsspec's ls. Symlinks and special files (FIFOs, devices)
-    are refused: nothing in the catalog is read through a link."""
-    stamps: dict[str, str] = {}
-    refused: list[str] = []
-    try:
-        with os.scandir(path) as entries:
-            for e in entries:
-                if not e.name.endswith(suffix) or is_temp_name(e.name):
-                    continue
-                if e.is_file(follow_symlinks=False):
-                    info = e.stat(follow_symlinks=False)
-                    stamps[e.name] = f"{info.st_size}:{info.st_mtime}"
-                else:
-                    refused.append(e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return {}, []
-    return stamps, refused
-
-
-def _local_sizes(path: str, folder: str, root_real: str) -> dict[str, Size]:
-    """Sizes of a local blob folder's entries; links are resolved and must stay in the store."""
-    sizes: dict[str, Size] = {}
-    with os.scandir(path) as entries:
-        for e in entries:
-            key = posixpath.normpath(f"{folder}/{e.name}")
-            if e.is_file(follow_symlinks=False):
-                sizes[key] = e.stat(follow_symlinks=False).st_size
-                continue
-            try:
-                sizes[key] = local_file_size(e.path, root_real)
-            except FileNotFoundError:
-                sizes[key] = (Check.BLOB_MISSING, f"blob {key} is a dangling link")
-            except REFUSED as exc:
-                sizes[key] = (_refusal_check(exc), str(exc))
-    return sizes
 
 
 def _remote_size(info: Mapping[str, Any]) -> Size:

@@ -277,10 +277,10 @@ def _langgraph_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 # ---- compacted parts ------------------------------------------------------------------
 
-_PART_PROBLEMS = f"""
-SELECT count(*) FILTER (WHERE {{bad}}) AS bad, count(*) AS n,
+_PART_PROBLEMS = """
+SELECT count(*) FILTER (WHERE {bad}) AS bad, count(*) AS n,
        count(DISTINCT (run_id, coalesce(namespace, ''), checkpoint_id)) AS distinct_ids
-FROM {{source}}"""
+FROM {source}"""
 _BAD_ROW = " OR ".join([
     *[f"coalesce({c}, '') = '' OR length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
       for c in ("run_id", "checkpoint_id", "location", "codec")],

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa

@@ -9,7 +9,6 @@ HTML (and chart data) in Chromium must show none of them.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 from pathlib import Path
