@@ -332,12 +332,12 @@ def test_finding_messages_never_show_a_secret(tmp_path: Path) -> None:
 
 def test_verify_cli_usage_errors_are_one_line(tmp_path: Path) -> None:
     url = str(tmp_path / "store")
-    write_store(url, runs=1, steps=4)
+    write_store(url, runs=2, steps=12)  # ids are random: 24 of them split by hash, both halves non-empty
     home = tmp_path / "home"
     subset = lastgood_cli("verify", url, "--read-data-subset", "1/2", "--format", "json", home=home)
     assert subset.returncode == 0, subset.stderr
     result = json.loads(subset.stdout)
-    assert result["subset"] == "1/2" and result["depth"] == "data" and 0 < result["checked"] < 4
+    assert result["subset"] == "1/2" and result["depth"] == "data" and 0 < result["checked"] < 24
     for args in (["--workers", "0"], ["--read-data-subset", "7"], ["--read-data", "--scheduler", "tcp://127.0.0.1:9"]):
         done = lastgood_cli("verify", url, *args, home=home)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
