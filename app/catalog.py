@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from lastgood.config import private_dir, private_file
+from lastgood.checks import Check
 from lastgood.errors import LastgoodError
 from lastgood.readers.base import CHECKPOINT_SCHEMA, Finding, HeadRecord, ParquetSource, Reader, Scan
 
@@ -392,7 +393,7 @@ def _apply_error_statuses(con: duckdb.DuckDBPyConnection, store_id: int) -> None
     """Checkpoints with an error finding become corrupt (or incomplete), with its message."""
     con.execute("""
         UPDATE checkpoints c SET
-            status = CASE WHEN f."check" = 'incomplete' THEN 'incomplete' ELSE 'corrupt' END,
+            status = CASE WHEN f."check" = $incomplete THEN 'incomplete' ELSE 'corrupt' END,
             status_reason = f.message
         FROM (SELECT checkpoint_id, run_id, namespace,
                      arg_min("check", found_at) AS "check", arg_min(message, found_at) AS message
@@ -400,4 +401,4 @@ def _apply_error_statuses(con: duckdb.DuckDBPyConnection, store_id: int) -> None
               GROUP BY ALL) f
         WHERE c.store_id = $sid AND c.checkpoint_id = f.checkpoint_id AND c.run_id = f.run_id
           AND c.namespace = f.namespace AND c.status NOT IN ('quarantined', 'superseded')""",
-                {"sid": store_id})
+                {"sid": store_id, "incomplete": str(Check.INCOMPLETE)})
