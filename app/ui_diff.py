@@ -20,7 +20,7 @@ from lastgood.errors import LastgoodError
 from lastgood.output import dumps
 from lastgood.show import load_state_safely
 from lastgood.stateview import find_conversation, truncate
-from lastgood.ui import STORE_KEY, StoreRef, _catalog, _open_store, guarded, utc
+from lastgood.ui import STORE_KEY, StoreRef, _catalog, _open_store, code, guarded, md_escape, utc
 
 MAX_CHOICES = 500
 MAX_MESSAGE_CHANGES = 200
@@ -206,7 +206,7 @@ def render_conversation_changes(view: DiffView) -> None:
     rows = message_changes(view)
     if not view.messages_path:
         return
-    st.markdown(f"**Conversation** · `{'/'.join(view.messages_path)}` · {len(rows)} message(s) changed")
+    st.markdown(f"**Conversation** · {code('/'.join(view.messages_path))} · {len(rows)} message(s) changed")
     if not rows:
         st.caption("No message was added, removed, edited or moved.")
         return
@@ -217,9 +217,9 @@ def render_conversation_changes(view: DiffView) -> None:
         role = str(message.get("role") or message.get("type") or "assistant")
         with box.chat_message(role if role in ("user", "assistant", "human", "ai") else "assistant"):
             st.badge(f"{label} · #{row['index']}", color=color)
-            st.markdown((message_line(message) or preview(message)).replace("![", "!\\["))
+            st.markdown(md_escape(message_line(message) or preview(message)))
             if row["fields"]:
-                st.caption("changed: " + ", ".join(f"`{f}`" for f in row["fields"][:10]))
+                st.caption("changed: " + ", ".join(code(f) for f in row["fields"][:10]))
     if len(rows) > MAX_MESSAGE_CHANGES:
         st.caption(f"{len(rows) - MAX_MESSAGE_CHANGES:,} more changed messages: export the JSON for all.")
 
@@ -237,7 +237,7 @@ def render_change_tree(view: DiffView) -> None:
         return
     st.markdown("**Other changes**")
     for top, changes in sorted(groups.items()):
-        with st.expander(f"`{top}` · {len(changes)} change(s)", expanded=len(groups) <= 3):
+        with st.expander(f"{code(top)} · {len(changes)} change(s)", expanded=len(groups) <= 3):
             frame = pd.DataFrame([{"op": c["op"], "path": c["path"], "old": preview(c["old"]),
                                    "new": preview(c["new"]), "delta": c.get("delta")}
                                   for c in changes[:MAX_TREE_ROWS]])
@@ -249,9 +249,9 @@ def render_side_by_side(view: DiffView) -> None:
     for col, side, state, error in ((left, "A", view.state_a, view.error_a), (right, "B", view.state_b,
                                                                                view.error_b)):
         with col:
-            st.markdown(f"**{side}** `{view.result[side.lower()]['checkpoint_id']}`")
+            st.markdown(f"**{side}** {code(view.result[side.lower()]['checkpoint_id'])}")
             if error:
-                st.warning(f"The state cannot be shown: {error}")
+                st.warning(f"The state cannot be shown: {md_escape(error)}")
             else:
                 st.json(dumps(truncate(state)), expanded=1)
 
@@ -282,7 +282,7 @@ def render_field_over_time(ref: StoreRef, view: DiffView) -> None:
     with guarded():
         frame = _tracked(ref.index_path, ref.url, ref.store_id, run_id, inv.normalize_track_path(path))
     if frame.empty or frame["number"].isna().all():
-        st.caption(f"`{path}` has no numeric value (or length) in run `{run_id}`.")
+        st.caption(f"{code(path)} has no numeric value (or length) in run {code(run_id)}.")
         return
     st.plotly_chart(_field_figure(frame, path, view), width="stretch", key="diff_track_chart")
 
@@ -315,7 +315,7 @@ def render_divergence(ref: StoreRef, view: DiffView) -> None:
     run_a, run_b = view.result["a"]["run_id"], view.result["b"]["run_id"]
     if run_a == run_b:
         return
-    if not st.button(f"Find where runs `{run_a}` and `{run_b}` first diverge", key="diff_diverge"):
+    if not st.button(f"Find where runs {code(run_a)} and {code(run_b)} first diverge", key="diff_diverge"):
         return
     with guarded():
         found = _divergence(ref.index_path, ref.url, run_a, run_b)
@@ -349,7 +349,7 @@ def _steps(index_path: str, url: str, store_id: int, run_id: str) -> pd.DataFram
 
 def render_step_changes(ref: StoreRef, view: DiffView) -> None:
     run_id = view.result["b"]["run_id"]
-    if not st.toggle(f"What each checkpoint of run `{run_id}` changed", key="diff_steps"):
+    if not st.toggle(f"What each checkpoint of run {code(run_id)} changed", key="diff_steps"):
         return
     with guarded():
         frame = _steps(ref.index_path, ref.url, ref.store_id, run_id)

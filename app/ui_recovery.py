@@ -130,7 +130,7 @@ def render_form(ref: ui.StoreRef) -> None:
     if st.button("Preview (dry run)", icon=":material/preview:") or auto:
         _make_plan(ref, action, force)
     if st.session_state.get(ERROR_KEY):
-        st.error(st.session_state[ERROR_KEY])
+        st.error(ui.md_escape(st.session_state[ERROR_KEY]))
     plan = st.session_state.get(PLAN_KEY)
     if plan is not None:
         render_plan(plan.to_dict())
@@ -197,7 +197,7 @@ def render_plan(plan: dict[str, Any]) -> None:
     cols[1].metric("Resumes from", (plan["resumes_from"] or "-")[:18])
     cols[2].metric("Becomes superseded", len(plan["superseded"]))
     for warning in plan.get("warnings") or []:
-        st.warning(warning)
+        st.warning(ui.md_escape(warning))
     marks = {k: v for k, v in (plan.get("marks") or {}).items() if v}
     if marks:
         st.caption("Marks: " + "; ".join(f"{k}: {len(v)}" for k, v in marks.items()))
@@ -244,9 +244,9 @@ def _reason_and_apply(ref: ui.StoreRef) -> None:
 def _confirm_dialog(ref: ui.StoreRef) -> None:
     plan = st.session_state[PLAN_KEY]
     reason = st.session_state.get(REASON_KEY, "").strip()
-    st.markdown(f"**{plan.action}** on run `{plan.run_id}`: the agent will resume from "
-                f"`{plan.resumes_from}`; {len(plan.superseded)} checkpoint(s) become superseded.")
-    st.markdown(f"Reason: _{ui.md_escape(reason)}_ · operator: `{operator()}`")
+    st.markdown(f"**{plan.action}** on run {ui.code(plan.run_id)}: the agent will resume from "
+                f"{ui.code(plan.resumes_from)}; {len(plan.superseded)} checkpoint(s) become superseded.")
+    st.markdown(f"Reason: _{ui.md_escape(reason)}_ · operator: {ui.code(operator())}")
     ok, cancel = st.columns(2)
     if ok.button("Confirm and apply", type="primary", key="rc_confirm_apply"):
         _apply(ref, plan, reason)
@@ -278,13 +278,13 @@ def render_result(ref: ui.StoreRef) -> None:
     if not result:
         return
     check = result.get("check")
-    message = (f"{result['action']} `{result['action_id']}` applied: run `{result['run_id']}` head "
-               f"`{result['previous_head']}` → `{result['new_head']}`")
+    message = (f"{result['action']} {ui.code(result['action_id'])} applied: run {ui.code(result['run_id'])} "
+               f"head {ui.code(result['previous_head'])} → {ui.code(result['new_head'])}")
     st.success(message, icon=":material/check_circle:")
     if check and not check["ok"]:
-        st.error(f"The check after applying failed (journaled): {check['message']}")
+        st.error(f"The check after applying failed (journaled): {ui.md_escape(check['message'])}")
     elif check:
-        st.caption(f"Checked: {check['message']}")
+        st.caption(f"Checked: {ui.md_escape(check['message'])}")
     cols = st.columns(2)
     cols[0].page_link(TIMELINE_PAGE, label="See the new head in the Timeline", icon=":material/timeline:")
     if cols[1].button("Undo this action", icon=":material/undo:", disabled=write_blocked(ref) is not None,
@@ -309,16 +309,16 @@ def render_journal(ref: ui.StoreRef) -> None:
     try:
         report = journal(ref)
     except LastgoodError as exc:
-        st.error(str(exc))
+        st.error(ui.md_escape(str(exc)))
         return
     if report["chain_ok"]:
         st.badge(f"chain ok · {report['entries']} entries", icon=":material/verified:", color="green")
     else:
         st.badge("chain BROKEN", icon=":material/gpp_bad:", color="red")
         for problem in report["problems"]:
-            st.error(problem)
+            st.error(ui.md_escape(problem))
     for pending in report.get("pending") or []:
-        st.warning(f"An action is in progress or was interrupted: {pending.get('action_id')}")
+        st.warning(f"An action is in progress or was interrupted: {ui.code(pending.get('action_id'))}")
     frame = pd.DataFrame(report["actions"])
     if frame.empty:
         st.caption("No recovery actions yet.")

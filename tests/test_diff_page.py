@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 
@@ -51,7 +53,8 @@ def test_default_is_the_newest_checkpoint_against_its_parent(app_env: DemoStore)
     assert at.selectbox(key="diff_ckpt_a").value == alpha[-2].checkpoint_id
     metrics = {m.label: m.value for m in at.metric}
     assert metrics == {"Added": "2", "Removed": "0", "Changed": "2", "Moved": "0"}
-    shown = [(c.markdown[0].value, c.markdown[1].value) for c in at.chat_message]
+    # message text is escaped so it renders literally (no links, no markup): compare it unescaped
+    shown = [(c.markdown[0].value, re.sub(r"\\(.)", r"\1", c.markdown[1].value)) for c in at.chat_message]
     assert shown == [(":green-badge[added · #10]", "[user] run-alpha: please do task 5"),
                      (":green-badge[added · #11]", "[assistant] Task 5 done (called `search`).")]
     text = rendered_text(at)
