@@ -127,7 +127,18 @@ def _point_label(row: pd.Series, aggregated: bool) -> str:
         reason += "<br><i>unverified: data not read by a check yet</i>"
     return (f"<b>{plain(row['run_id'])}</b> step {row['step']}<br>{plain(row['trigger'])} · {row['status']} · "
             f"{human_bytes(row['size_bytes'])}<br>{utc(row['created_at'])} UTC<br>"
-            f"{plain(row['checkpoint_id'])}{reason}")
+            f"{plain(row['checkpoint_id'])}{reason}{_step_label(row)}")
+
+
+def _step_label(row: pd.Series) -> str:
+    """What the checkpoint changed against its parent, when the data check recorded it."""
+    added = row.get("step_added")
+    if added is None or pd.isna(added):
+        return ""
+    paths = row.get("step_paths")
+    touched = ", ".join(plain(str(p)) for p in list(paths)[:4]) if paths is not None else ""
+    return (f"<br>vs parent: +{int(added)} −{int(row['step_removed'])} ~{int(row['step_changed'])}"
+            + (f" in {touched}" if touched else ""))
 
 
 def _y_values(frame: pd.DataFrame, y: str) -> pd.Series:

@@ -207,10 +207,15 @@ def timeline(catalog: Catalog, store_id: int, run_id: str | None = None, agent: 
     where, params = _where(store_id, run_id=run_id, agent=agent)
     total = int(_rows(catalog, f"SELECT count(*) AS n FROM checkpoints WHERE {where}", params)[0]["n"])
     if total <= max_points:
-        return _frame(catalog, f"""SELECT run_id, namespace, checkpoint_id, parent_id, step, created_at,
-            trigger, kind, status, status_reason, size_bytes, agent, 1 AS count,
-            coalesce(verified = 'data', false) AS data_checked
-            FROM checkpoints WHERE {where} ORDER BY created_at""", params), False
+        return _frame(catalog, f"""SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.step,
+            c.created_at, c.trigger, c.kind, c.status, c.status_reason, c.size_bytes, c.agent, 1 AS count,
+            coalesce(c.verified = 'data', false) AS data_checked,
+            s.added AS step_added, s.removed AS step_removed, s.changed AS step_changed,
+            s.paths AS step_paths
+            FROM (SELECT * FROM checkpoints WHERE {where}) c
+            LEFT JOIN step_changes s ON s.store_id = c.store_id AND s.run_id = c.run_id
+                 AND s.namespace = c.namespace AND s.checkpoint_id = c.checkpoint_id
+            ORDER BY c.created_at""", params), False
     return _bucketed(catalog, where, params, max_points), True
 
 
