@@ -44,6 +44,7 @@ class DiffView:
     error_a: str | None
     error_b: str | None
     messages_path: list[str]
+    statuses: tuple[str | None, str | None] = (None, None)
 
 
 # ---- selection ---------------------------------------------------------------------------
@@ -148,7 +149,8 @@ def _diff_view(index_path: str, url: str, store_id: int, a: str, b: str) -> Diff
     path, _ = find_conversation(state_b)
     if not path:
         path, _ = find_conversation(state_a)
-    return DiffView(result.to_dict(label_a, label_b), state_a, state_b, error_a, error_b, path)
+    return DiffView(result.to_dict(label_a, label_b), state_a, state_b, error_a, error_b, path,
+                    (record_a.status, record_b.status))
 
 
 def diff_view(ref: StoreRef, a: str, b: str) -> DiffView:
@@ -164,6 +166,17 @@ def render_summary(view: DiffView) -> None:
         col.metric(label, f"{s.get(key, 0):,}")
     if not view.result["changes"]:
         st.success("No changes: A and B hold the same state.")
+
+
+def render_recovery_links(ref: StoreRef, view: DiffView) -> None:
+    """Restore / rollback / quarantine A or B: links to the Recovery page's dry-run preview."""
+    from lastgood.ui_recovery import recovery_links  # lazy, as in the Timeline detail
+
+    with st.expander("Act on A or B (restore, rollback, quarantine)"):
+        for side, status in zip(("a", "b"), view.statuses):
+            checkpoint = {**view.result[side], "status": status}
+            st.markdown(f"**{side.upper()}** {code(checkpoint['checkpoint_id'])} in run {code(checkpoint['run_id'])}")
+            recovery_links(ref, checkpoint)
 
 
 def message_changes(view: DiffView) -> list[dict[str, Any]]:

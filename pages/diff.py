@@ -22,6 +22,7 @@ if not a or not b:
 
 view = ui_diff.diff_view(ref, a, b)
 ui_diff.render_summary(view)
+ui_diff.render_recovery_links(ref, view)
 ui_diff.render_divergence(ref, view)
 only_changes = st.toggle("Only changes", value=True, key=ui_diff.ONLY_CHANGES,
                          help="Off: show both states side by side as well")

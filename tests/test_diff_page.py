@@ -201,3 +201,14 @@ def test_per_step_changes_of_the_run_on_demand(app_env: DemoStore) -> None:
     table = next(f.value for f in at.dataframe if "paths" in f.value.columns)
     assert list(table["step"]) == list(range(6))
     assert list(table["added"])[1:] == [2] * 5 and "/messages" in table["paths"][1]
+
+
+def test_restore_rollback_and_quarantine_links_for_a_and_b(app_env: DemoStore) -> None:
+    at = diff_page()
+    alpha = app_env.of_run("run-alpha")
+    restores = [e.proto for e in at.get("page_link") if e.proto.label == "Restore this"]
+    targets = [str(p.query_string) for p in restores]
+    assert len(restores) == 2
+    assert alpha[-2].checkpoint_id in targets[0] and alpha[-1].checkpoint_id in targets[1]
+    labels = {e.proto.label for e in at.get("page_link")}
+    assert {"Rollback to here", "Quarantine"} <= labels
