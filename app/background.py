@@ -5,7 +5,7 @@ process (a second click joins the running job). The job opens its own
 short-lived index connections and its own reader, so pages keep reading the
 index while it runs; results are recorded in whole chunks (see
 :func:`lastgood.verify.verify_store`), so a cancelled job leaves no
-half-written findings. No streamlit here: ``lastgood.ui_integrity`` polls
+half-written findings. No streamlit here: ``lastgood.ui.integrity`` polls
 :func:`job` from a fragment.
 """
 

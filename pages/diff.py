@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from lastgood import ui, ui_diff
+from lastgood import ui
+from lastgood.ui import diff as ui_diff
 
 st.title("Diff")
 ui_diff.take_query_params()  # a shared link carries store, A and B

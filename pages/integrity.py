@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lastgood import ui
-from lastgood import ui_integrity as integrity
+from lastgood.ui import integrity
 
 st.title("Integrity")
 ref = ui.store_picker()

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from lastgood import ui, ui_recovery
+from lastgood import ui
+from lastgood.ui import recovery as ui_recovery
 
 st.title("Recovery")
 ref = ui.store_picker()

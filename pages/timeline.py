@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from lastgood import ui, ui_integrity
+from lastgood import ui
+from lastgood.ui import integrity as ui_integrity
 
 st.title("Timeline")
 ui_integrity.apply_timeline_link()  # ?store=…&run=…&checkpoint=… (links from the Integrity page)

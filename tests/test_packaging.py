@@ -114,7 +114,7 @@ def test_wheel_holds_one_top_level_package_with_its_pages(wheel: Path) -> None:
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"lastgood"}
     for needed in ("lastgood/streamlit_app.py", "lastgood/pages/overview.py", "lastgood/pages/timeline.py",
-                   "lastgood/readers/native_writer.py", "lastgood/__main__.py"):
+                   "lastgood/readers/native_writer.py", "lastgood/__main__.py", "lastgood/ui/diff.py"):
         assert needed in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "lastgood = lastgood.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -1,6 +1,7 @@
-"""Streamlit glue: the one module that imports both streamlit and the core.
+"""Streamlit glue: the UI layer, the one package that imports both streamlit and the core.
 
-Pages call into this module for everything that touches the index or a
+This module holds what every page shares; ``lastgood.ui.diff``, ``.integrity`` and
+``.recovery`` hold one page's helpers each. Pages call into this package for everything that touches the index or a
 store: the cached catalog, cached query results, the store picker shared by
 every page, and renderers (tables, plotly figures, the checkpoint and state
 viewers). Everything shown has been redacted (app.redact) and every URL is
@@ -182,7 +183,7 @@ def store_picker() -> StoreRef | None:
             ref = None
         _show_last_error()
         if ref is not None:
-            from lastgood import ui_integrity  # the background data check and its progress (imports this module)
+            from lastgood.ui import integrity as ui_integrity  # the background data check and its progress (imports this module)
 
             ui_integrity.sidebar_check(ref)
     if ref is None:
@@ -499,7 +500,7 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     if c.get("status_reason"):
         (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {md_escape(c['status_reason'])}")
     _render_fields(c, result.get("head"))
-    from lastgood.ui_recovery import recovery_links  # lazy: ui_recovery imports this module
+    from lastgood.ui.recovery import recovery_links  # lazy: ui_recovery imports this module
 
     recovery_links(ref, c)
     compare = st.columns(4)

@@ -170,7 +170,7 @@ def render_summary(view: DiffView) -> None:
 
 def render_recovery_links(ref: StoreRef, view: DiffView) -> None:
     """Restore / rollback / quarantine A or B: links to the Recovery page's dry-run preview."""
-    from lastgood.ui_recovery import recovery_links  # lazy, as in the Timeline detail
+    from lastgood.ui.recovery import recovery_links  # lazy, as in the Timeline detail
 
     with st.expander("Act on A or B (restore, rollback, quarantine)"):
         for side, status in zip(("a", "b"), view.statuses):
