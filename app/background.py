@@ -146,19 +146,12 @@ STEP_CHANGES_LIMIT = 5_000  # per-step changes decode each parent again: bounded
 
 def _record_step_changes(catalog: Any, store: Any, job: VerifyJob) -> None:
     """After a data check, what each checkpoint changed against its parent (Timeline hover, SQL)."""
-    from lastgood.investigate import record_step_changes
+    from lastgood.investigate import count_without_step_changes, record_step_changes
 
-    pending = _count_without_step_changes(catalog, store.store_id)
+    pending = count_without_step_changes(catalog, store.store_id)
     if 0 < pending <= STEP_CHANGES_LIMIT and not job.cancel_event.is_set():
         record_step_changes(catalog, store)
 
-
-def _count_without_step_changes(catalog: Any, store_id: int) -> int:
-    with catalog.connect() as con:
-        row = con.execute("""SELECT count(*) FROM checkpoints c WHERE c.store_id = ? AND NOT EXISTS
-            (SELECT 1 FROM step_changes s WHERE s.store_id = c.store_id AND s.run_id = c.run_id
-             AND s.namespace = c.namespace AND s.checkpoint_id = c.checkpoint_id)""", [store_id]).fetchone()
-    return int(row[0])
 
 
 def _one_line(exc: Any) -> str:

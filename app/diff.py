@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from lastgood.redact import MASK, is_secret_key, redact_text
+from lastgood.redact import MASK, is_secret_key, might_need_redaction, redact_text
 
 OPS = ("add", "remove", "change", "type_change", "move")
 MAX_JSON_DEPTH = 200  # values nested deeper are summarised in to_dict (JSON encoders recurse)
@@ -434,21 +434,7 @@ def _redact_key(key: Any) -> Any:
 
 def _redact_str(text: str) -> str:
     """redact_text, skipped for text with nothing it could act on (most message text)."""
-    return redact_text(text) if _might_need_redaction(text) else text
-
-
-# Every rule of lastgood.redact needs one of these in the (lowercased) text: a secret word
-# (secret keys, KEY=value assignments), the start of a secret shape, or '@' / '://' (credentials
-# in URLs, user:pw@host). Substring tests are C-fast; text with none of them is left as it is.
-# (tests/test_diff.py compares the result with lastgood.redact.redact on random trees.)
-_REDACTION_ANCHORS = ("key", "secret", "token", "passw", "pwd", "auth", "credential", "cookie", "dsn",
-                      "sk-", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "xox", "akia", "aiza", "eyj",
-                      "bearer", "-----begin", "@", "://")
-
-
-def _might_need_redaction(text: str) -> bool:
-    lowered = text.lower()
-    return any(anchor in lowered for anchor in _REDACTION_ANCHORS)
+    return redact_text(text) if might_need_redaction(text) else text
 
 
 def _nothing_to_redact(value: Any) -> bool:
@@ -458,7 +444,7 @@ def _nothing_to_redact(value: Any) -> bool:
         text = json.dumps(value, ensure_ascii=False, check_circular=False)
     except (TypeError, ValueError, RecursionError):  # bytes, NaN-free types, deep values: walk them
         return False
-    return "\\" not in text and not _might_need_redaction(text)
+    return "\\" not in text and not might_need_redaction(text)
 
 
 _PENDING = object()

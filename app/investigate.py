@@ -205,6 +205,17 @@ def record_step_changes_with_reader(catalog: Catalog, store_id: int, reader: Any
     return record_step_changes(catalog, OpenStore("", store_id, reader), checkpoint_ids)
 
 
+_NO_STEP_CHANGE = """NOT EXISTS (SELECT 1 FROM step_changes s WHERE s.store_id = c.store_id
+    AND s.run_id = c.run_id AND s.namespace = c.namespace AND s.checkpoint_id = c.checkpoint_id)"""
+
+
+def count_without_step_changes(catalog: Catalog, store_id: int) -> int:
+    """How many of the store's checkpoints have no recorded per-step change yet."""
+    rows = _rows(catalog, f"SELECT count(*) AS n FROM checkpoints c WHERE c.store_id = ? AND {_NO_STEP_CHANGE}",
+                 [store_id])
+    return int(rows[0]["n"])
+
+
 def _step_targets(catalog: Catalog, store_id: int, ids: Iterable[str] | None, run_id: str | None,
                   refresh: bool) -> list[CheckpointRecord]:
     clauses, params = ["c.store_id = ?"], [store_id]
@@ -215,8 +226,7 @@ def _step_targets(catalog: Catalog, store_id: int, ids: Iterable[str] | None, ru
         clauses.append("c.run_id = ?")
         params.append(run_id)
     if not refresh:
-        clauses.append("""NOT EXISTS (SELECT 1 FROM step_changes s WHERE s.store_id = c.store_id
-            AND s.run_id = c.run_id AND s.namespace = c.namespace AND s.checkpoint_id = c.checkpoint_id)""")
+        clauses.append(_NO_STEP_CHANGE)
     rows = _rows(catalog, f"""SELECT c.* FROM checkpoints c WHERE {' AND '.join(clauses)}
         ORDER BY c.run_id, c.namespace, c.step NULLS FIRST, c.created_at""", params)
     return [record_from_row(r) for r in rows]

@@ -128,6 +128,19 @@ def start_streamlit(store: DemoStore, log: Path) -> tuple[subprocess.Popen, str]
     return proc, f"http://127.0.0.1:{port}"
 
 
+def group_pids(pgid: int) -> list[int]:
+    """Live processes in process group ``pgid`` (the group a ``start_new_session`` child leads)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == pgid:
+                    pids.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                continue
+    return pids
+
+
 def stop_group(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -59,3 +59,22 @@ def lastgood_cli(*args: str, home: Path, env: dict[str, str] | None = None,
 
 def load_manifest() -> dict[str, Any]:
     return json.loads(SAMPLE_MANIFEST.read_text())
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every entry under ``root`` (or ``root`` itself when it is a file): file hashes, link targets,
+    special-file kinds — special files are never opened. Compared before/after to prove a read-only run."""
+    import hashlib
+
+    if root.is_file():
+        return {root.name: hashlib.sha256(root.read_bytes()).hexdigest()}
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "link:" + os.readlink(path)
+        elif path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            out[rel] = "dir" if path.is_dir() else "special"
+    return out

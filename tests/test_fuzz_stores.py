@@ -14,7 +14,6 @@ multiplies the example counts (benchmarks/bench_soak.py runs many more).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
@@ -39,7 +38,7 @@ from hypothesis import strategies as st
 from lastgood.cli import main
 from lastgood.readers import native_format as nf
 from lastgood.readers.native_writer import NativeWriter
-from tests.helpers import ROOT, T0, agent_state
+from tests.helpers import ROOT, T0, agent_state, tree_digest
 
 SCALE = float(os.environ.get("LASTGOOD_FUZZ_SCALE", "1"))
 MEMORY_CAP = 3 * 2**30  # bytes of address space for the real CLI
@@ -281,21 +280,6 @@ def apply_langgraph(path: Path, mutations: list[tuple[Any, ...]]) -> None:
 
 
 # ---- running the CLI --------------------------------------------------------------------------
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """What is in the store, without opening anything that is not a regular file."""
-    if root.is_file():
-        return {root.name: hashlib.sha256(root.read_bytes()).hexdigest()}
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if path.is_symlink():
-            out[rel] = "link:" + os.readlink(path)
-        elif path.is_file():
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
-            out[rel] = "dir" if path.is_dir() else "special"
-    return out
 
 
 class Hung(BaseException):

@@ -8,7 +8,6 @@ is, everything else still listed, and the store's bytes unchanged.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -24,7 +23,7 @@ from lastgood.readers import native_format as nf
 from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
 from lastgood.readers.native_writer import NativeWriter
 from lastgood.redact import TOO_DEEP, redact
-from tests.helpers import T0, write_store
+from tests.helpers import T0, tree_digest, write_store
 
 RUNS, STEPS = 2, 6
 TOTAL = RUNS * STEPS
@@ -36,19 +35,6 @@ def store(tmp_path: Path) -> Path:
     write_store(str(root), runs=RUNS, steps=STEPS)
     return root
 
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """Every entry under ``root``: file hashes, link targets, special-file kinds (never opened)."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if path.is_symlink():
-            out[rel] = "link:" + os.readlink(path)
-        elif path.is_file():
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
-            out[rel] = "dir" if path.is_dir() else "special"
-    return out
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str, home: Path) -> tuple[int, str, str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_browser import free_port, wait_for_health
+from tests.fixtures_browser import free_port, group_pids, wait_for_health
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = ("app", "readers", "pages", "tests", "benchmarks", "sample_data")
@@ -184,17 +184,6 @@ def _wait_http(url: str, proc: subprocess.Popen, seconds: float = 90) -> None:
     raise AssertionError("dashboard did not come up")
 
 
-def _process_tree_alive(pid: int) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int(entry.name) == pid or os.getpgid(int(entry.name)) == pid:
-                    alive.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-    return alive
-
 
 @pytest.mark.browser
 def test_wheel_install_serves_a_working_dashboard(wheel_venv: Path, tmp_path: Path, chromium_browser) -> None:
@@ -230,10 +219,10 @@ def test_sigterm_to_lastgood_ui_leaves_no_streamlit_behind(tmp_path: Path) -> No
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10
-        while _process_tree_alive(proc.pid) and time.monotonic() < deadline:
+        while group_pids(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _process_tree_alive(proc.pid) == []
+        assert group_pids(proc.pid) == []
     finally:
-        for pid in _process_tree_alive(proc.pid):
+        for pid in group_pids(proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

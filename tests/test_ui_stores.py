@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_browser import free_port, stop_group, wait_for_health
+from tests.fixtures_browser import free_port, group_pids, stop_group, wait_for_health
 from tests.helpers import ROOT, lastgood_cli, write_store
 
 pytestmark = pytest.mark.browser
@@ -151,7 +151,7 @@ def _choose_store(page, label_part: str) -> None:
 def _assert_no_password_anywhere(server: Server, page) -> None:
     ps = subprocess.run(["ps", "axeww", "-o", "pid,args"], capture_output=True, text=True).stdout
     assert PASSWORD not in ps
-    for pid in _group_pids(server.proc.pid):
+    for pid in group_pids(server.proc.pid):
         for name in ("environ", "cmdline"):
             try:
                 assert PASSWORD.encode() not in (Path("/proc") / str(pid) / name).read_bytes()
@@ -165,17 +165,6 @@ def _assert_no_password_anywhere(server: Server, page) -> None:
         assert vault.stat().st_mode & 0o077 == 0
     assert PASSWORD not in page.content()
 
-
-def _group_pids(pgid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == pgid:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-    return pids
 
 
 KINDS = ["native", "sqlite-file", "sqlite-url", "file-url", "s3", "postgres"]
@@ -229,4 +218,4 @@ def test_sigint_stops_the_dashboard_too(stores: Stores, serve) -> None:
     server = serve(stores.urls["native"])
     server.proc.send_signal(signal.SIGINT)
     server.proc.wait(timeout=30)
-    assert _group_pids(server.proc.pid) == []
+    assert group_pids(server.proc.pid) == []
