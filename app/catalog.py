@@ -221,34 +221,21 @@ class Catalog:
         A structure check replaces structure findings only (what a data check found
         stays true until a data check says otherwise); a data check replaces both.
         ``verified`` never goes down from 'data' to 'structure'."""
-        replaced = ["structure", "data"] if depth == "data" else ["structure"]
-        now = datetime.now(UTC)
         with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
             try:
                 _temp_table(con, "checked_ids", {"checkpoint_id": ("VARCHAR", checkpoint_ids)})
-                con.execute("""DELETE FROM findings WHERE store_id = $sid
-                               AND depth IN (SELECT unnest($depths::VARCHAR[]))
-                               AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""",
-                            {"sid": store_id, "depths": replaced})
-                _insert_findings(con, store_id, findings, depth)
-                con.execute("""UPDATE checkpoints SET
-                                   verified = CASE WHEN $depth = 'structure' AND verified = 'data'
-                                                   THEN 'data' ELSE $depth END,
-                                   data_checked_at = CASE WHEN $depth = 'data' THEN $now
-                                                          ELSE data_checked_at END
-                               WHERE store_id = $sid
-                                 AND checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)""",
-                            {"depth": depth, "now": now, "sid": store_id})
-                _reset_statuses(con, store_id, "checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)")
-                _apply_error_statuses(con, store_id)
-                con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?", [now, store_id])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+                _record_checked(con, store_id, "checkpoint_id IN (SELECT checkpoint_id FROM checked_ids)",
+                                {}, findings, depth)
             finally:
                 con.execute("DROP TABLE IF EXISTS checked_ids")
+
+    def record_findings_where(self, store_id: int, where: str, params: dict[str, Any],
+                              findings: list[Finding], depth: str) -> None:
+        """:meth:`record_findings` for every checkpoint of the store matching the SQL
+        predicate ``where`` (named ``$`` parameters in ``params``): a set-based check
+        of a whole selection is recorded without its ids going through Python."""
+        with self.connect() as con:
+            _record_checked(con, store_id, where, params, findings, depth)
 
     def replace_lineage_findings(self, store_id: int, findings: list[Finding]) -> None:
         """Replace the store's lineage findings (parents missing, cycles, chains built on damage)."""
@@ -272,10 +259,45 @@ class Catalog:
                 raise
 
 
-def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str) -> None:
+def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,
+                    params: dict[str, Any] | None = None) -> None:
     con.execute(f"""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
-                    WHERE store_id = ? AND status NOT IN ('quarantined', 'superseded') AND ({where})""",
-                [store_id])
+                    WHERE store_id = $sid AND status NOT IN ('quarantined', 'superseded') AND ({where})""",
+                {**(params or {}), "sid": store_id})
+
+
+def _record_checked(con: duckdb.DuckDBPyConnection, store_id: int, where: str, params: dict[str, Any],
+                    findings: list[Finding], depth: str) -> None:
+    """The body of ``record_findings``: ``where`` selects the checked checkpoints."""
+    replaced = ["structure", "data"] if depth == "data" else ["structure"]
+    now = datetime.now(UTC)
+    params = {**params, "sid": store_id}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE checked_keys AS SELECT checkpoint_id "
+                    f"FROM checkpoints WHERE store_id = $sid AND ({where})", params)
+        con.execute("""DELETE FROM findings WHERE store_id = $sid
+                       AND depth IN (SELECT unnest($depths::VARCHAR[]))
+                       AND checkpoint_id IN (SELECT checkpoint_id FROM checked_keys)""",
+                    {"sid": store_id, "depths": replaced})
+        _insert_findings(con, store_id, findings, depth)
+        checked = "checkpoint_id IN (SELECT checkpoint_id FROM checked_keys)"
+        con.execute(f"""UPDATE checkpoints SET
+                           verified = CASE WHEN $depth = 'structure' AND verified = 'data'
+                                           THEN 'data' ELSE $depth END,
+                           data_checked_at = CASE WHEN $depth = 'data' THEN $now
+                                                  ELSE data_checked_at END
+                       WHERE store_id = $sid AND {checked}""",
+                    {"depth": depth, "now": now, "sid": store_id})
+        _reset_statuses(con, store_id, checked)
+        _apply_error_statuses(con, store_id)
+        con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?", [now, store_id])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.execute("DROP TABLE IF EXISTS checked_keys")
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

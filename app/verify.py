@@ -96,6 +96,15 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
     total = count_to_check(catalog, store_id, depth, only_unverified, subset)
     report = VerifyReport(depth=depth, workers=_workers(workers, scheduler, depth, total))
     recorder = _Recorder(catalog, store_id, depth)
+    if _record_listed(catalog, store_id, reader, selection, total, report):
+        recorder.recorded_any = True
+        if on_findings and report.findings:
+            on_findings(report.findings)
+        if progress:
+            progress(report.checked, total)
+        _finish(catalog, store_id, recorder, report)
+        report.seconds = time.perf_counter() - started
+        return report
     try:
         chunks = (_key_chunk(catalog, store_id, selection) if _set_based(reader, depth)
                   else _chunks(catalog, store_id, selection))
@@ -235,6 +244,24 @@ def _chunks(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[
         names = [d[0] for d in cur.description]
         while rows := cur.fetchmany(size):
             yield [_record(dict(zip(names, row))) for row in rows]
+
+
+def _record_listed(catalog: Catalog, store_id: int, reader: Reader, selection: _Selection, total: int,
+                   report: VerifyReport) -> bool:
+    """A structure check answered by the reader's own listing: when its last full scan is
+    what the index holds (same scan token) and listed exactly the checkpoints to check,
+    ``listed_structure`` gives their findings, recorded by one SQL predicate (no keys
+    fetched from the index or sent back)."""
+    listed = getattr(reader, "listed_structure", None)
+    if selection.depth != "structure" or selection.subset or not total or listed is None:
+        return False
+    answer = listed(catalog.scan_token(store_id))
+    if answer is None or answer[0] != total:
+        return False
+    where, params = selection.where()
+    catalog.record_findings_where(store_id, where, params, answer[1], selection.depth)
+    report.checked, report.findings = total, list(answer[1])
+    return True
 
 
 def _set_based(reader: Reader, depth: str) -> bool:

@@ -338,6 +338,7 @@ class LangGraphSqliteReader(Reader):
         full = after is None
         ck_after, wr_after = after or (0, 0)
         memo = _StructureMemo(self._stamp)
+        memo.token = token
         tables, findings = self._checkpoint_tables(conn, ck_after, memo)
         heads = self._heads(conn)
         # a full listing read every row's codec and every special write: the memo answers
@@ -504,22 +505,21 @@ class LangGraphSqliteReader(Reader):
                 if self._has_writes:
                     errors += conn.execute(STRUCTURE_ERRORS_SQL.format(task_path=self._task_path),
                                            (param,)).fetchall()
-        findings: dict[Key, list[Finding]] = {}
-        gone: set[Key] = set()
-        for thread, ns, cid, present, type_ in problems:
-            where = (thread, ns, cid)
-            if not present:
-                gone.add(where)
-                findings.setdefault(where, []).append(
-                    Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where))
-            else:
-                findings.setdefault(where, []).extend(codec_findings(type_, where))
-        for thread, ns, cid, task_id, idx, type_, value, _path in sorted(errors, key=_write_order):
-            where = (thread, ns, cid)
-            label = f"pending write '__error__' (task {task_id}, idx {idx})"
-            if where not in gone:
-                findings.setdefault(where, []).append(pending_error_finding(label, type_, value, where, self.aes_key))
+        findings = _structure_findings(problems, errors, self.aes_key)
         return [f for key in keys for f in findings.get(key, ())]
+
+    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        """Structure findings for every checkpoint this reader's last full scan listed,
+        with their number, when that scan made ``token`` and the files are unchanged
+        since (a stat): the listing read every row's codec and every special write.
+        None when the listing cannot answer (check with :meth:`check_structure`)."""
+        memo = self._memo
+        if memo is None or token is None or memo.token != token or _file_stamp(self.path) != memo.stamp:
+            return None
+        problems = [(*key, True, codec) for key, codec in memo.odd_codecs.items()]
+        errors = [row for row in memo.errors if tuple(row[:3]) in memo.listed]
+        findings = _structure_findings(problems, errors, self.aes_key)
+        return len(memo.listed), [f for key in sorted(findings) for f in findings[key]]
 
     def _memo_answers(self, keys: list[Key]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """What this reader's last scan already found for ``keys`` (it read the same
@@ -561,6 +561,7 @@ class _StructureMemo:
 
     def __init__(self, stamp: tuple[Any, ...]) -> None:
         self.stamp = stamp
+        self.token: str | None = None
         self.listed: set[Key] = set()
         self.odd_codecs: dict[Key, str | None] = {}
         self.errors: list[tuple[Any, ...]] = []
@@ -576,6 +577,28 @@ class _StructureMemo:
         """An EVENTS_SQL row of an ``__error__`` write, in STRUCTURE_ERRORS_SQL's order."""
         thread, ns, cid, task_id, idx, _channel, type_, value = row
         self.errors.append((thread, ns or "", cid, task_id, idx, type_, value, ""))
+
+
+def _structure_findings(problems: Sequence[tuple[Any, ...]], errors: Sequence[tuple[Any, ...]],
+                        aes_key: bytes | None) -> dict[Key, list[Finding]]:
+    """Findings per key from STRUCTURE_ROWS_SQL rows (gone, odd codec) and
+    STRUCTURE_ERRORS_SQL rows (pending ``__error__`` writes)."""
+    findings: dict[Key, list[Finding]] = {}
+    gone: set[Key] = set()
+    for thread, ns, cid, present, type_ in problems:
+        where = (thread, ns, cid)
+        if not present:
+            gone.add(where)
+            findings.setdefault(where, []).append(
+                Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where))
+        else:
+            findings.setdefault(where, []).extend(codec_findings(type_, where))
+    for thread, ns, cid, task_id, idx, type_, value, _path in sorted(errors, key=_write_order):
+        where = (thread, ns, cid)
+        label = f"pending write '__error__' (task {task_id}, idx {idx})"
+        if where not in gone:
+            findings.setdefault(where, []).append(pending_error_finding(label, type_, value, where, aes_key))
+    return findings
 
 
 def _file_stamp(path: Path) -> tuple[Any, ...]:
