@@ -42,7 +42,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Handler]:
     p = sub.add_parser("bisect", parents=[common], help="first checkpoint of a run where a predicate holds")
     p.add_argument("store")
     p.add_argument("run", help="run id, or a checkpoint (the history leading to it)")
-    p.add_argument("--where", required=True, help="e.g. '/balance < 0' or 'len(/messages) > 200'")
+    p.add_argument("--where", required=True, help="e.g. '/balance < 0', 'len(/messages) > 200', or SQL over "
+                   "tracked fields: 'sql: balance < 0 and messages > 200'")
     p.add_argument("--strategy", choices=("auto", "binary", "scan"), default="auto",
                    help="binary assumes the predicate stays true once true; auto probes first")
     p.add_argument("--namespace", default="")
@@ -189,12 +190,17 @@ def render_diverge(result: dict[str, Any]) -> str:
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     from lastgood import output
-    from lastgood.investigate import bisect_run
+    from lastgood.investigate import bisect_run, bisect_run_sql
     from lastgood.predicate import parse
+    from lastgood.predicate_sql import is_sql, parse_sql
 
-    predicate = parse(args.where)  # a usage error before any store is opened
+    sql = is_sql(args.where)
+    predicate = parse_sql(args.where) if sql else parse(args.where)  # a usage error before any store is opened
     catalog, store = _open(args, settings, fmt, args.store)
-    result = bisect_run(catalog, store, args.run, predicate, args.strategy, args.namespace)
+    if sql:
+        result = bisect_run_sql(catalog, store, args.run, predicate, args.namespace)
+    else:
+        result = bisect_run(catalog, store, args.run, predicate, args.strategy, args.namespace)
     output.emit(result, fmt, render_bisect)
     return 0
 

@@ -19,6 +19,8 @@ from lastgood.diff import DiffResult, diff_states, jsonable
 from lastgood.errors import (AmbiguousCheckpoint, CheckpointNotFound, DecodeError, LastgoodError, ReaderError,
                              UsageError)
 from lastgood.predicate import MISSING, Predicate, resolve_pointer
+from lastgood.predicate_sql import SqlPredicate
+from lastgood.predicate_sql import evaluate as evaluate_sql
 from lastgood.queries import resolve_checkpoint
 from lastgood.readers.base import CheckpointRecord, record_from_row
 from lastgood.redact import redact, redact_text
@@ -290,20 +292,30 @@ def tracked_value(state: Any, path: str) -> dict[str, Any]:
     return {"kind": type(found).__name__, "value": value, "number": number, "length": length}
 
 
+def track_missing(catalog: Catalog, store: OpenStore, run_id: str, paths: list[str],
+                  namespace: str = "") -> int:
+    """Track ``paths`` at the run's checkpoints that have no value for them yet, decoding each such
+    state once for all of them; returns how many states were decoded."""
+    records = run_checkpoints(catalog, store.store_id, run_id, namespace)
+    known = {(r["path"], r["checkpoint_id"]) for r in _rows(catalog, """SELECT path, checkpoint_id
+        FROM tracked_values WHERE store_id = ? AND run_id = ? AND namespace = ? AND list_contains(?, path)""",
+        [store.store_id, run_id, namespace, list(paths)])}
+    loader = StateLoader(store, size=1)
+    fresh: dict[str, list[tuple[CheckpointRecord, dict[str, Any]]]] = {path: [] for path in paths}
+    for record in records:
+        for path in paths:
+            if (path, record.checkpoint_id) not in known:
+                fresh[path].append((record, _track_one(loader, record, path)))
+    for path, rows in fresh.items():
+        _store_tracked(catalog, store.store_id, path, rows)
+    return loader.decoded
+
+
 def track_field(catalog: Catalog, store: OpenStore, run_id: str, path: str,
                 namespace: str = "") -> list[dict[str, Any]]:
     """The value at ``path`` for every checkpoint of the run (decoded once, then from the index)."""
     path = normalize_track_path(path)
-    records = run_checkpoints(catalog, store.store_id, run_id, namespace)
-    known = {r["checkpoint_id"] for r in _rows(catalog, """SELECT checkpoint_id FROM tracked_values
-        WHERE store_id = ? AND run_id = ? AND namespace = ? AND path = ?""",
-        [store.store_id, run_id, namespace, path])}
-    loader = StateLoader(store, size=1)
-    fresh = []
-    for record in records:
-        if record.checkpoint_id not in known:
-            fresh.append((record, _track_one(loader, record, path)))
-    _store_tracked(catalog, store.store_id, path, fresh)
+    track_missing(catalog, store, run_id, [path], namespace)
     return tracked_values(catalog, store.store_id, run_id, path, namespace)
 
 
@@ -423,6 +435,37 @@ def bisect_run(catalog: Catalog, store: OpenStore, ref: str, predicate: Predicat
             "found": checkpoint_label(store, found) if found else None,
             "unreadable": [{"checkpoint_id": line[i].checkpoint_id, "error": e}
                            for i, e in sorted(probe.errors.items())]}
+
+
+def bisect_run_sql(catalog: Catalog, store: OpenStore, ref: str, predicate: SqlPredicate,
+                   namespace: str = "") -> dict[str, Any]:
+    """``bisect_run`` for ``sql: EXPR``: every field the expression names is tracked first (states are
+    decoded only for values not yet in ``tracked_values``), then DuckDB scans the run's projection
+    in one query. No monotonicity is needed, so the strategy is always a scan (in SQL)."""
+    line = lineage_for(catalog, store.store_id, ref, namespace)
+    run_id, ns = line[-1].run_id, line[-1].namespace
+    fields = _sql_fields(catalog, store.store_id, run_id, ns, predicate.columns)
+    decoded = track_missing(catalog, store, run_id, sorted(set(fields.values())), ns)
+    by_path = {path: {r["checkpoint_id"]: r for r in tracked_values(catalog, store.store_id, run_id, path, ns)}
+               for path in fields.values()}
+    columns = {name: [by_path[path].get(r.checkpoint_id) for r in line] for name, path in fields.items()}
+    hits = evaluate_sql(predicate, columns, len(line))
+    found = line[hits[0]] if hits else None
+    unreadable = sorted({(r.checkpoint_id, v["error"]) for values in columns.values()
+                         for r, v in zip(line, values) if v is not None and v["kind"] == "error"})
+    return {"run_id": run_id, "namespace": ns, "where": predicate.text, "strategy": "sql scan",
+            "checkpoints": len(line), "states_decoded": decoded, "fields": fields, "matches": len(hits),
+            "found": checkpoint_label(store, found) if found else None,
+            "unreadable": [{"checkpoint_id": c, "error": e} for c, e in unreadable]}
+
+
+def _sql_fields(catalog: Catalog, store_id: int, run_id: str, namespace: str,
+                columns: tuple[str, ...]) -> dict[str, str]:
+    """Column name -> tracked path: ``balance`` is ``/balance`` (an already tracked path that
+    differs only in case is reused), ``"plan/step"`` is ``/plan/step``."""
+    known = {r["path"].lower(): r["path"] for r in _rows(catalog, """SELECT DISTINCT path FROM tracked_values
+        WHERE store_id = ? AND run_id = ? AND namespace = ? ORDER BY path""", [store_id, run_id, namespace])}
+    return {name: known.get("/" + name.lower(), "/" + name) for name in columns}
 
 
 def _search(probe: Callable[[int], bool], n: int, strategy: str) -> tuple[int | None, str]:
