@@ -94,34 +94,64 @@ def _where(store_id: int, **filters: Any) -> tuple[str, list[Any]]:
 
 
 def resolve_checkpoint(catalog: Catalog, store_id: int, ref: str) -> CheckpointRecord:
-    """The checkpoint whose id is ``ref`` or starts with it (like git); ``RUN/ID`` picks
-    one run's checkpoint when the same id exists in several runs."""
-    exact = _rows(catalog, "SELECT * FROM checkpoints WHERE store_id = ? AND checkpoint_id = ? LIMIT 6",
-                  [store_id, ref])
-    rows = exact or _run_qualified(catalog, store_id, ref) or _rows(catalog, """SELECT * FROM checkpoints
-        WHERE store_id = ? AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", [store_id, ref])
+    """The checkpoint whose id is ``ref`` or starts with it (like git); ``RUN/ID`` picks one run's
+    checkpoint when the same id exists in several runs, and ``RUN/ID@NS`` (or ``ID@NS``) one
+    namespace's (LangGraph ``checkpoint_ns``; ``RUN/ID@`` is the root namespace) when the same id
+    exists in several namespaces of a thread."""
+    rows = _matches(catalog, store_id, ref)
     if not rows:
         raise CheckpointNotFound(f"no checkpoint matches {ref!r}")
     if len({r["checkpoint_id"] for r in rows}) > 1:
         shown = ", ".join(r["checkpoint_id"] for r in rows[:5])
         raise AmbiguousCheckpoint(f"{ref!r} matches several checkpoints: {shown}… — give more characters")
-    if len({r["run_id"] for r in rows}) > 1:
-        shown = ", ".join(f"{r['run_id']}/{r['checkpoint_id']}" for r in rows[:5])
-        raise AmbiguousCheckpoint(f"checkpoint id {ref!r} exists in several runs: give RUN/ID ({shown})")
+    if len({(r["run_id"], r["namespace"]) for r in rows}) > 1:
+        shown = ", ".join(checkpoint_ref(r["run_id"], r["namespace"], r["checkpoint_id"]) for r in rows[:5])
+        where = "runs" if len({r["run_id"] for r in rows}) > 1 else "namespaces of one run"
+        raise AmbiguousCheckpoint(f"checkpoint id {ref!r} exists in several {where}: give "
+                                  f"{'RUN/ID' if where == 'runs' else 'RUN/ID@NS'} ({shown})")
     return record_from_row(rows[0])
 
 
-def _run_qualified(catalog: Catalog, store_id: int, ref: str) -> list[dict[str, Any]]:
+def checkpoint_ref(run_id: str, namespace: str, checkpoint_id: str) -> str:
+    """The unambiguous name of a checkpoint: ``RUN/ID``, or ``RUN/ID@NS`` in a namespace."""
+    return f"{run_id}/{checkpoint_id}" + (f"@{namespace}" if namespace else "")
+
+
+def _matches(catalog: Catalog, store_id: int, ref: str) -> list[dict[str, Any]]:
+    exact = _rows(catalog, "SELECT * FROM checkpoints WHERE store_id = ? AND checkpoint_id = ? LIMIT 6",
+                  [store_id, ref])
+    if exact:
+        return exact
+    for i in (i for i, ch in enumerate(ref) if ch == "@"):  # RUN/ID@NS: NS may hold '@' too
+        rows = _lookup(catalog, store_id, ref[:i], ref[i + 1:])
+        if rows:
+            return rows
+    return _lookup(catalog, store_id, ref, None)
+
+
+def _lookup(catalog: Catalog, store_id: int, ref: str, namespace: str | None) -> list[dict[str, Any]]:
+    """Rows for ``ID``, ``RUN/ID`` or an id prefix, in ``namespace`` when given."""
+    where, params = "store_id = ?", [store_id]
+    if namespace is not None:
+        where, params = where + " AND namespace = ?", params + [namespace]
+    exact = _rows(catalog, f"SELECT * FROM checkpoints WHERE {where} AND checkpoint_id = ? LIMIT 6",
+                  params + [ref]) if namespace is not None else []
+    return exact or _run_qualified(catalog, where, params, ref) or _rows(catalog, f"""SELECT * FROM checkpoints
+        WHERE {where} AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", params + [ref])
+
+
+def _run_qualified(catalog: Catalog, where: str, params: list[Any], ref: str) -> list[dict[str, Any]]:
     """Rows for ``RUN/ID`` (the id may be a prefix; the run may itself contain '/')."""
     if "/" not in ref:
         return []
     run_id, cid = ref.rsplit("/", 1)
-    return _rows(catalog, """SELECT * FROM checkpoints WHERE store_id = ? AND run_id = ?
-        AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", [store_id, run_id, cid])
+    return _rows(catalog, f"""SELECT * FROM checkpoints WHERE {where} AND run_id = ?
+        AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", params + [run_id, cid])
 
 
 def duplicate_id_findings(catalog: Catalog, store_id: int) -> list[Finding]:
-    """A warning on every checkpoint whose id is also used in another run (address it as RUN/ID)."""
+    """A warning on every checkpoint whose id is also used in another run or namespace (address it as
+    RUN/ID or RUN/ID@NS)."""
     with catalog.connect() as con:
         # hashes first: a 1M-row store costs ~0.2 s, not a string GROUP BY's ~0.8 s
         rows = con.execute("""WITH twice AS (
@@ -130,13 +160,19 @@ def duplicate_id_findings(catalog: Catalog, store_id: int) -> list[Finding]:
             SELECT run_id, namespace, checkpoint_id FROM checkpoints
             WHERE store_id = $sid AND hash(checkpoint_id) IN (SELECT h FROM twice)
             ORDER BY checkpoint_id, run_id LIMIT 10000""", {"sid": store_id}).fetchall()
-    runs: dict[str, set[str]] = {}
-    for run_id, _namespace, cid in rows:
-        runs.setdefault(cid, set()).add(run_id)
-    return [Finding(Check.DUPLICATE_ID, "warning",
-                    f"checkpoint id is used in {len(runs[cid])} runs: address it as RUN/ID",
+    places: dict[str, set[tuple[str, str]]] = {}
+    for run_id, namespace, cid in rows:
+        places.setdefault(cid, set()).add((run_id, namespace))
+    return [Finding(Check.DUPLICATE_ID, "warning", _duplicate_message(places[cid], run_id, namespace, cid),
                     run_id, namespace, cid)
-            for run_id, namespace, cid in rows if len(runs[cid]) > 1]
+            for run_id, namespace, cid in rows if len(places[cid]) > 1]
+
+
+def _duplicate_message(places: set[tuple[str, str]], run_id: str, namespace: str, cid: str) -> str:
+    runs = {run for run, _ in places}
+    where = f"{len(runs)} runs" if len(runs) > 1 else f"{len(places)} namespaces of this run"
+    form = "RUN/ID@NS" if namespace or len(runs) == 1 else "RUN/ID"
+    return f"checkpoint id is used in {where}: address it as {form} ({checkpoint_ref(run_id, namespace, cid)})"
 
 
 def overview(catalog: Catalog, store_id: int) -> Overview:

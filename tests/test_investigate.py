@@ -262,3 +262,49 @@ def test_postgres_threads_diverge_and_match_sqlite(tmp_path, pg_module_dsn):
         "ls", pg_module_dsn, "--run", "fork-1", "--format", "json", home=home).stdout)}
     found = grown["found"]["checkpoint_id"]
     assert lengths[found] >= 3 and (lengths.get(parents[found]) or 0) < 3  # the first one along its history
+
+
+# ---------------------------------------------------------------- RUN/ID@NS
+
+def test_one_checkpoint_id_in_two_namespaces_of_a_thread_is_reported_and_addressable(tmp_path):
+    """A real parent graph with a subgraph (its checkpoints in ``child:…``), plus one root checkpoint
+    copied into the subgraph's namespace: same thread, same id, two namespaces."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from tests.langgraph_graphs import build_subgraph
+
+    db = tmp_path / "sub.sqlite"
+    conn = sqlite3.connect(str(db), check_same_thread=False)
+    thread = build_subgraph(SqliteSaver(conn))
+    child_ns = thread.namespaces[1]
+    cid = conn.execute("""SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
+        ORDER BY checkpoint_id LIMIT 1""", [thread.thread_id]).fetchone()[0]
+    conn.execute("""INSERT INTO checkpoints SELECT thread_id, ?, checkpoint_id, parent_checkpoint_id, type,
+        checkpoint, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?""",
+                 [child_ns, thread.thread_id, cid])
+    conn.commit()
+    conn.close()
+    home, url, run = tmp_path / "home", str(db), thread.thread_id
+    rows = json.loads(lastgood_cli("ls", url, "--format", "json", home=home).stdout)
+    assert sorted(r["namespace"] for r in rows if r["checkpoint_id"] == cid) == ["", child_ns]
+    plain = lastgood_cli("show", url, cid, home=home)
+    assert plain.returncode == 2 and len(plain.stderr.strip().splitlines()) == 1
+    assert "RUN/ID@NS" in plain.stderr and f"{run}/{cid}@{child_ns}" in plain.stderr
+    assert lastgood_cli("show", url, f"{run}/{cid}", home=home).returncode == 2  # still two namespaces
+    for ref, namespace in [(f"{run}/{cid}@{child_ns}", child_ns), (f"{cid}@{child_ns}", child_ns),
+                           (f"{run}/{cid[:20]}@{child_ns}", child_ns), (f"{run}/{cid}@", "")]:
+        shown = lastgood_cli("show", url, ref, "--format", "json", home=home)
+        assert shown.returncode == 0, (ref, shown.stderr)
+        body = json.loads(shown.stdout)["checkpoint"]
+        assert (body["run_id"], body["namespace"], body["checkpoint_id"]) == (run, namespace, cid)
+    assert lastgood_cli("show", url, f"{cid}@no-such-ns", home=home).returncode == 2
+    verify = json.loads(lastgood_cli("verify", url, "--format", "json", home=home).stdout)
+    dupes = {f["namespace"]: f["message"] for f in verify["findings"] if f["check"] == "duplicate-id"}
+    assert set(dupes) == {"", child_ns}
+    assert f"address it as RUN/ID@NS ({run}/{cid}@{child_ns})" in dupes[child_ns]
+    diff = lastgood_cli("diff", url, f"{run}/{cid}@", f"{cid}@{child_ns}", "--format", "json", home=home)
+    assert diff.returncode == 0, diff.stderr
+    body = json.loads(diff.stdout)
+    assert body["changes"] == [] and (body["a"]["namespace"], body["b"]["namespace"]) == ("", child_ns)
