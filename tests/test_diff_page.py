@@ -212,3 +212,64 @@ def test_restore_rollback_and_quarantine_links_for_a_and_b(app_env: DemoStore) -
     assert alpha[-2].checkpoint_id in targets[0] and alpha[-1].checkpoint_id in targets[1]
     labels = {e.proto.label for e in at.get("page_link")}
     assert {"Rollback to here", "Quarantine"} <= labels
+
+
+# ---- B from another store (?store_b=…) -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A LangGraph SQLite database written by real graphs, and a native store whose run ``copy``
+    holds the state of the LangGraph thread ``tools-1``'s head (then one edited message)."""
+    from lastgood import investigate as inv
+    from lastgood.catalog import Catalog
+    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.stores import index_store
+    from tests.langgraph_graphs import write_sqlite_store
+
+    base = tmp_path_factory.mktemp("storeb")
+    written = write_sqlite_store(base / "lg.sqlite", extra=False)
+    head = written.expected[("tools-1", "")][0]["checkpoint_id"]
+    catalog = Catalog(base / "home" / "index.duckdb")
+    lg = index_store(catalog, str(base / "lg.sqlite")).store
+    state = lg.reader.load_state(inv.resolve_ref(catalog, lg.store_id, head))
+    edited = json.loads(json.dumps(state))
+    edited["messages"][1]["content"] = "a different answer"
+    writer = NativeWriter(str(base / "native"), codec="json")
+    same = writer.save("copy", state).checkpoint_id
+    changed = writer.save("copy", edited).checkpoint_id
+    index_store(catalog, str(base / "native"))
+    catalog.close()
+    return {"home": str(base / "home"), "native": str(base / "native"), "lg": lg.url, "head": head,
+            "same": same, "changed": changed}
+
+
+def test_b_from_another_store_by_link_and_by_picker(two_stores: dict[str, str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    s = two_stores
+    monkeypatch.setenv("LASTGOOD_HOME", s["home"])
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([s["native"], s["lg"]]))
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    at = diff_page({"store": s["native"], "a": s["same"], "store_b": s["lg"], "b": s["head"]})
+    assert at.selectbox(key="diff_store_b").value == s["lg"]
+    assert at.selectbox(key="diff_run_b").value == "tools-1" and at.selectbox(key="diff_ckpt_b").value == s["head"]
+    assert at.selectbox(key="diff_ckpt_a").value == s["same"]  # A stays in the native store
+    assert any("No changes" in x.value for x in at.success)  # the native copy equals the LangGraph state
+    assert dict(at.query_params) == {"store": s["native"], "a": s["same"], "store_b": s["lg"], "b": s["head"]}
+    assert at.selectbox(key="diff_run_b").options == sorted(["tools-1", "interrupt-1", "fork-1", "subgraph-1",
+                                                            "error-1", "delta-1"])
+
+    at.selectbox(key="diff_ckpt_a").select(s["changed"]).run()  # A: the edited copy
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric} == {"Added": "0", "Removed": "0", "Changed": "1", "Moved": "0"}
+
+    picked = diff_page({"store": s["native"], "a": s["changed"], "b": s["changed"]})  # same store at first
+    assert picked.selectbox(key="diff_store_b").value == ""
+    assert "store_b" not in dict(picked.query_params)
+    picked.selectbox(key="diff_store_b").select(s["lg"]).run()
+    assert not picked.exception
+    assert picked.selectbox(key="diff_run_b").value in picked.selectbox(key="diff_run_b").options
+    assert picked.query_params["store_b"] == s["lg"] and picked.query_params["a"] == s["changed"]
+    assert picked.selectbox(key="diff_ckpt_a").value == s["changed"]  # B's parent is not in A's store
+    picked.selectbox(key="diff_store_b").select("").run()  # back to A's store: the link drops store_b
+    assert "store_b" not in dict(picked.query_params)

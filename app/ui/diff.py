@@ -20,7 +20,9 @@ from lastgood.errors import LastgoodError
 from lastgood.output import dumps
 from lastgood.show import load_state_safely
 from lastgood.stateview import find_conversation, truncate
-from lastgood.ui import STORE_KEY, StoreRef, _catalog, _open_store, code, guarded, md_escape, utc
+from lastgood.readers.registry import display_url
+from lastgood.ui import (STORE_KEY, StoreRef, _candidate_urls, _catalog, _ensure_indexed, _open_store, code,
+                         guarded, md_escape, runs_frame, utc)
 
 MAX_CHOICES = 500
 MAX_MESSAGE_CHANGES = 200
@@ -28,7 +30,8 @@ MAX_TREE_ROWS = 2000
 # session-state keys
 RUN_A, CKPT_A, RUN_B, CKPT_B = "diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"
 PREV_B, PARAMS_TAKEN, ONLY_CHANGES, TRACK_PATH = "diff_prev_b", "diff_params_taken", "diff_only", "diff_track"
-PIN_A = "diff_pin_a"
+PIN_A, STORE_B = "diff_pin_a", "diff_store_b"
+SAME_STORE = ""  # STORE_B's value when B is in A's store
 SYNC = "_sync_run"  # suffix: a checkpoint chosen by code (link, parent) selects its run too
 MARKS = {"add": ("added", "green"), "remove": ("removed", "red"), "edit": ("edited", "orange"),
          "move": ("moved", "blue")}
@@ -58,6 +61,7 @@ def take_query_params() -> None:
     params = st.query_params
     if params.get("store"):
         st.session_state[STORE_KEY] = params["store"]
+    st.session_state[STORE_B] = params.get("store_b") or SAME_STORE
     if params.get("b"):
         _queue(CKPT_B, params["b"])
     if params.get("a"):
@@ -71,11 +75,39 @@ def _queue(ckpt_key: str, checkpoint: str) -> None:
     st.session_state[ckpt_key + SYNC] = True
 
 
-def write_query_params(ref: StoreRef, a: str | None, b: str | None) -> None:
-    """The selection in the URL, so a copied link opens this same diff."""
+def write_query_params(ref: StoreRef, a: str | None, b: str | None, ref_b: StoreRef | None = None) -> None:
+    """The selection in the URL, so a copied link opens this same diff (``store_b`` only when B
+    is in another store)."""
     wanted = {"store": ref.url, "a": a or "", "b": b or ""}
+    if ref_b is not None and ref_b.url != ref.url:
+        wanted["store_b"] = ref_b.url
+    elif "store_b" in st.query_params:
+        del st.query_params["store_b"]
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
+
+
+def pick_store_b(ref: StoreRef) -> StoreRef:
+    """The store B is picked from: A's (default) or another one of the dashboard's stores
+    (a native run against a LangGraph thread, say)."""
+    others = [u for u in _candidate_urls(_catalog(ref.index_path)) if u != ref.url]
+    options = [SAME_STORE, *others]
+    if st.session_state.get(STORE_B) not in options:
+        st.session_state[STORE_B] = SAME_STORE
+    url = st.selectbox("Store (B)", options, key=STORE_B, format_func=lambda u: display_url(u) if u else
+                       f"same as A ({display_url(ref.url)})", help="Compare with a checkpoint of another store")
+    if url == SAME_STORE:
+        return ref
+    ref_b = _ensure_indexed(_catalog(ref.index_path), ref.index_path, url, ref.allow_write)
+    if ref_b is None:
+        st.error(f"Store {code(display_url(url))} cannot be opened: pick another store for B.")
+        st.stop()
+    return ref_b
+
+
+def runs_of(ref: StoreRef) -> list[str]:
+    runs = runs_frame(ref)
+    return [] if runs.empty else sorted(runs["run_id"])
 
 
 @st.cache_data(ttl=60, max_entries=64, show_spinner=False)
@@ -94,15 +126,18 @@ def _record(index_path: str, store_id: int, ref: str) -> dict[str, Any]:
             "parent_id": parent.checkpoint_id if parent else None}
 
 
-def pick_checkpoints(ref: StoreRef, runs: list[str]) -> tuple[str | None, str | None]:
-    """Run and checkpoint for B (default: the newest of the first run) and A (default: B's parent,
-    re-chosen whenever B changes until A is picked by hand or named by a link)."""
+def pick_checkpoints(ref: StoreRef, runs: list[str], ref_b: StoreRef | None = None,
+                     runs_b: list[str] | None = None) -> tuple[str | None, str | None]:
+    """Run and checkpoint for B (default: the newest of the first run; from ``ref_b`` when given)
+    and A (default: B's parent — when B is in A's store — re-chosen whenever B changes until A is
+    picked by hand or named by a link)."""
+    ref_b, runs_b = ref_b or ref, runs_b if runs_b is not None else runs
     with guarded():
-        b = _pick_side(ref, runs, "B", RUN_B, CKPT_B)
-        if b and st.session_state.get(PREV_B) != b:
-            st.session_state[PREV_B] = b
-            parent = _record(ref.index_path, ref.store_id, b)["parent_id"]
-            if not st.session_state.get(PIN_A):
+        b = _pick_side(ref_b, runs_b, "B", RUN_B, CKPT_B)
+        if b and st.session_state.get(PREV_B) != (ref_b.url, b):
+            st.session_state[PREV_B] = (ref_b.url, b)
+            parent = _record(ref_b.index_path, ref_b.store_id, b)["parent_id"] if ref_b == ref else None
+            if not st.session_state.get(PIN_A) and ref_b == ref:
                 _queue(CKPT_A, parent or b)
         a = _pick_side(ref, runs, "A", RUN_A, CKPT_A)
     return a, b
@@ -139,13 +174,13 @@ def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key
 
 
 @st.cache_data(ttl=60, max_entries=16, show_spinner="Decoding and comparing…")
-def _diff_view(index_path: str, url: str, store_id: int, a: str, b: str) -> DiffView:
-    catalog, store = _catalog(index_path), _open_store(index_path, url)
-    result, label_a, label_b = inv.diff_checkpoints(catalog, store, a, b)
+def _diff_view(index_path: str, url: str, store_id: int, a: str, b: str, url_b: str, store_id_b: int) -> DiffView:
+    catalog, store, store_b = _catalog(index_path), _open_store(index_path, url), _open_store(index_path, url_b)
+    result, label_a, label_b = inv.diff_checkpoints(catalog, store, a, b, store_b)
     record_a = inv.resolve_ref(catalog, store_id, a)
-    record_b = inv.resolve_ref(catalog, store_id, b)
+    record_b = inv.resolve_ref(catalog, store_id_b, b)
     state_a, error_a = load_state_safely(store, record_a)
-    state_b, error_b = load_state_safely(store, record_b)
+    state_b, error_b = load_state_safely(store_b, record_b)
     path, _ = find_conversation(state_b)
     if not path:
         path, _ = find_conversation(state_a)
@@ -153,9 +188,10 @@ def _diff_view(index_path: str, url: str, store_id: int, a: str, b: str) -> Diff
                     (record_a.status, record_b.status))
 
 
-def diff_view(ref: StoreRef, a: str, b: str) -> DiffView:
+def diff_view(ref: StoreRef, a: str, b: str, ref_b: StoreRef | None = None) -> DiffView:
+    ref_b = ref_b or ref
     with guarded():
-        return _diff_view(ref.index_path, ref.url, ref.store_id, a, b)
+        return _diff_view(ref.index_path, ref.url, ref.store_id, a, b, ref_b.url, ref_b.store_id)
 
 
 def render_summary(view: DiffView) -> None:
@@ -168,12 +204,14 @@ def render_summary(view: DiffView) -> None:
         st.success("No changes: A and B hold the same state.")
 
 
-def render_recovery_links(ref: StoreRef, view: DiffView) -> None:
-    """Restore / rollback / quarantine A or B: links to the Recovery page's dry-run preview."""
+def render_recovery_links(ref: StoreRef, view: DiffView, ref_b: StoreRef | None = None) -> None:
+    """Restore / rollback / quarantine A or B: links to the Recovery page's dry-run preview
+    (B only when it is in A's store: the Recovery page acts on the selected store)."""
     from lastgood.ui.recovery import recovery_links  # lazy, as in the Timeline detail
 
+    sides = ("a", "b") if ref_b is None or ref_b.url == ref.url else ("a",)
     with st.expander("Act on A or B (restore, rollback, quarantine)"):
-        for side, status in zip(("a", "b"), view.statuses):
+        for side, status in zip(sides, view.statuses):
             checkpoint = {**view.result[side], "status": status}
             st.markdown(f"**{side.upper()}** {code(checkpoint['checkpoint_id'])} in run {code(checkpoint['run_id'])}")
             recovery_links(ref, checkpoint)
@@ -308,7 +346,8 @@ def _field_figure(frame: pd.DataFrame, path: str, view: DiffView) -> go.Figure:
                                hoverinfo="text+x+y"))
     for side in ("a", "b"):
         label = view.result[side]
-        if label["run_id"] == view.result["b"]["run_id"] and label.get("step") is not None:
+        same_run = (label["store"], label["run_id"]) == (view.result["b"]["store"], view.result["b"]["run_id"])
+        if same_run and label.get("step") is not None:
             fig.add_vline(x=label["step"], line_dash="dot", annotation_text=side.upper())
     fig.update_layout(height=280, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
                       yaxis_title=path, title=f"{path} in run {view.result['b']['run_id']}")
@@ -323,10 +362,10 @@ def _divergence(index_path: str, url: str, run_a: str, run_b: str) -> dict[str, 
     return inv.diverge(_catalog(index_path), _open_store(index_path, url), run_a, run_b)
 
 
-def render_divergence(ref: StoreRef, view: DiffView) -> None:
-    """When A and B are in different runs: the first step where the two runs' states differ."""
+def render_divergence(ref: StoreRef, view: DiffView, ref_b: StoreRef | None = None) -> None:
+    """When A and B are in different runs of one store: the first step where the two runs' states differ."""
     run_a, run_b = view.result["a"]["run_id"], view.result["b"]["run_id"]
-    if run_a == run_b:
+    if run_a == run_b or (ref_b is not None and ref_b.url != ref.url):
         return
     if not st.button(f"Find where runs {code(run_a)} and {code(run_b)} first diverge", key="diff_diverge"):
         return
