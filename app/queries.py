@@ -117,7 +117,31 @@ def checkpoint_ref(run_id: str, namespace: str, checkpoint_id: str) -> str:
     return f"{run_id}/{checkpoint_id}" + (f"@{namespace}" if namespace else "")
 
 
+HANDLE_PREFIX = "key:"
+HANDLE_LENGTH = 24
+_HANDLE_SQL = f"substr(sha256(run_id || chr(0) || namespace || chr(0) || checkpoint_id), 1, {HANDLE_LENGTH})"
+
+
+def checkpoint_handle(run_id: str, namespace: str, checkpoint_id: str) -> str:
+    """A non-secret name for a checkpoint (``key:`` + 24 hex digits of a sha256 of run, namespace
+    and id): links use it when an id is secret-shaped, so no secret travels in a URL."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{run_id}\0{namespace}\0{checkpoint_id}".encode("utf-8", "surrogatepass"))
+    return HANDLE_PREFIX + digest.hexdigest()[:HANDLE_LENGTH]
+
+
+def _by_handle(catalog: Catalog, store_id: int, ref: str) -> list[dict[str, Any]]:
+    digest = ref[len(HANDLE_PREFIX):]
+    if len(digest) != HANDLE_LENGTH or any(c not in "0123456789abcdef" for c in digest):
+        return []
+    return _rows(catalog, f"SELECT * FROM checkpoints WHERE store_id = ? AND {_HANDLE_SQL} = ? LIMIT 6",
+                 [store_id, digest])
+
+
 def _matches(catalog: Catalog, store_id: int, ref: str) -> list[dict[str, Any]]:
+    if ref.startswith(HANDLE_PREFIX) and (found := _by_handle(catalog, store_id, ref)):
+        return found
     exact = _rows(catalog, "SELECT * FROM checkpoints WHERE store_id = ? AND checkpoint_id = ? LIMIT 6",
                   [store_id, ref])
     if exact:

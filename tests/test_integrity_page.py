@@ -163,3 +163,41 @@ def test_timeline_draws_unverified_checkpoints_hollow_and_damaged_ones_as_x(tmp_
     verify_store(catalog, sid, summary.store.reader, read_data=True)
     after = symbols()
     assert after.keys() == {"circle", "x"} and len(after["x"]) == 1  # the sha256 mismatch of trading-003
+
+
+def test_a_secret_shaped_run_links_by_a_non_secret_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL is logged and sent as Referer: a finding of a run whose id is secret-shaped links by the
+    index's handle (``key``), never by the id; the link opens that checkpoint and no page shows the secret."""
+    from datetime import timedelta
+
+    from lastgood.readers.native_writer import NativeWriter
+    from tests.helpers import SECRET, T0
+    from tests.test_pages import rendered_text
+
+    store, home = tmp_path / "store", tmp_path / "home"
+    writer = NativeWriter(str(store), codec="json")
+    saved = [writer.save(run, {"step": step}, step=step, created_at=T0 + timedelta(minutes=step))
+             for run in (SECRET, "plain-run") for step in range(3)]
+    for damaged in (saved[1], saved[4]):
+        (store / damaged.location).unlink()
+    done = lastgood_cli("index", str(store), "--format", "json", home=home)  # a data check: blobs missing
+    assert done.returncode == 0 and SECRET not in done.stdout, done.stderr
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([normalize_url(str(store))]))
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    at = _run(INTEGRITY)
+    findings = _table(at, "severity", "check", "checkpoint_id", "open")
+    links = {c: parse_qs(urlparse(u).query) for c, u in zip(findings["checkpoint_id"], findings["open"])
+             if isinstance(u, str)}
+    secret_link, plain_link = links[saved[1].checkpoint_id], links[saved[4].checkpoint_id]
+    assert set(secret_link) == {"store", "key"} and SECRET not in str(links)
+    assert plain_link["run"] == ["plain-run"] and plain_link["checkpoint"] == [saved[4].checkpoint_id]
+    assert SECRET not in rendered_text(at)
+
+    opened = _run(TIMELINE, store=secret_link["store"][0], key=secret_link["key"][0])
+    assert opened.text_input(key="tl_ref").value == secret_link["key"][0]
+    assert any(saved[1].checkpoint_id in s.value for s in opened.subheader)  # the damaged checkpoint
+    assert "does not exist" in rendered_text(opened)  # its finding
+    assert SECRET not in rendered_text(opened)
+    shown = lastgood_cli("show", str(store), secret_link["key"][0], "--format", "json", home=home)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["checkpoint"]["checkpoint_id"] == saved[1].checkpoint_id

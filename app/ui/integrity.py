@@ -18,6 +18,7 @@ import streamlit as st
 from lastgood import background, ui
 from lastgood.health import run_health
 from lastgood.pages import page_path
+from lastgood.queries import checkpoint_handle
 from lastgood.redact import redact_text
 from lastgood.verify import store_findings
 
@@ -204,8 +205,8 @@ def render_findings(ref: ui.StoreRef, findings: pd.DataFrame) -> None:
         st.success("No findings: every check that ran passed.")
         return
     shown = _filtered(findings)
-    shown = shown.assign(open=[timeline_link(ref.url, r, c) for r, c in
-                               zip(shown["run_id"], shown["checkpoint_id"])],
+    shown = shown.assign(open=[timeline_link(ref.url, r, c, n) for r, c, n in
+                               zip(shown["run_id"], shown["checkpoint_id"], shown["namespace"])],
                          depth=shown["depth"].map(lambda d: DEPTH_LABELS.get(d, d)))
     st.caption(f"{len(shown):,} of {len(findings):,} finding(s)")
     st.dataframe(ui._redact_frame(shown[["severity", "check", "run_id", "agent", "checkpoint_id", "message",
@@ -228,16 +229,25 @@ def _filtered(findings: pd.DataFrame) -> pd.DataFrame:
     return findings[mask]
 
 
-def timeline_link(store_url: str, run_id: Any, checkpoint_id: Any) -> str | None:
-    """A Timeline URL that opens this checkpoint (store, run and checkpoint in the query string)."""
+def timeline_link(store_url: str, run_id: Any, checkpoint_id: Any, namespace: Any = "") -> str | None:
+    """A Timeline URL that opens this checkpoint: store, run and checkpoint (and ``ns`` in a LangGraph
+    namespace) in the query string — or, when any of them is secret-shaped, store and a non-secret
+    ``key`` (queries.checkpoint_handle): a URL ends up in history, logs and Referer headers, so no
+    secret goes into one, and a redacted id would not open anything."""
     if not isinstance(run_id, str) or not isinstance(checkpoint_id, str):
         return None
-    return f"{TIMELINE_URL}?{urlencode({'store': store_url, 'run': run_id, 'checkpoint': checkpoint_id})}"
+    namespace = namespace if isinstance(namespace, str) else ""
+    if any(redact_text(v) != v for v in (run_id, checkpoint_id, namespace)):
+        params = {"store": store_url, "key": checkpoint_handle(run_id, namespace, checkpoint_id)}
+    else:
+        params = {"store": store_url, "run": run_id, "checkpoint": checkpoint_id, **({"ns": namespace} if namespace
+                                                                                      else {})}
+    return f"{TIMELINE_URL}?{urlencode(params)}"
 
 
 def apply_timeline_link() -> None:
     """On the Timeline: select the store, run and checkpoint named in the URL (once per link)."""
-    params = {k: st.query_params.get(k) for k in ("store", "run", "checkpoint")}
+    params = {k: st.query_params.get(k) for k in ("store", "run", "checkpoint", "ns", "key")}
     if not any(params.values()):
         return
     link = tuple(params.values())
@@ -249,4 +259,6 @@ def apply_timeline_link() -> None:
     if params["run"]:
         st.session_state[ui.FOCUS_RUN_KEY] = params["run"]  # the Timeline takes it like a focus link
     if params["checkpoint"]:
-        st.session_state["tl_ref"] = params["checkpoint"]
+        st.session_state["tl_ref"] = params["checkpoint"] + (f"@{params['ns']}" if params["ns"] else "")
+    if params["key"]:  # a secret-shaped id: the id box holds the handle, never the secret
+        st.session_state["tl_ref"] = params["key"]
