@@ -12,8 +12,10 @@ states it decoded. Chunks run
   opens the store itself from its URL, so it must reach the store).
 
 Object stores are read concurrently: a chunk's blobs come in with one
-multi-path ``fs.cat`` (fsspec gathers the GETs with bounded concurrency)
-before they are hashed and decoded.
+multi-path ``fs.cat`` (fsspec gathers the GETs with bounded concurrency; one
+GET per object, no HEAD: sizes come from the catalog) before they are hashed
+and decoded, and in-process the next chunk's fetch runs while this one is
+checked.
 
 Results stream back as chunks complete, at most ``2 × workers`` in flight;
 :func:`run_chunks` stops early when its ``cancel`` event is set.
@@ -86,9 +88,11 @@ def reader_findings(reader: Reader, records: list[CheckpointRecord], read_data: 
                               record.checkpoint_id)
 
 
-def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> ChunkResult:
-    """Check one chunk; at data depth also the content of every readable state."""
-    with _prefetched(reader, records, read_data):
+def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool,
+                blobs: Mapping[str, bytes] | None = None) -> ChunkResult:
+    """Check one chunk; at data depth also the content of every readable state.
+    ``blobs``: the chunk's blobs of an object store, already fetched (:func:`fetch_blobs`)."""
+    with _prefetched(reader, records, read_data, blobs):
         try:
             findings = list(reader_findings(reader, records, read_data))
         except LastgoodError:
@@ -161,21 +165,40 @@ class _prefetched:
     Only for remote filesystems (local reads are already fast) and readers
     that expose ``fs`` and ``_path`` (the native reader)."""
 
-    def __init__(self, reader: Reader, records: list[CheckpointRecord], read_data: bool) -> None:
+    def __init__(self, reader: Reader, records: list[CheckpointRecord], read_data: bool,
+                 blobs: Mapping[str, bytes] | None = None) -> None:
         self.reader = reader
         self.fs = getattr(reader, "fs", None)
-        self.paths = _blob_paths(reader, records) if read_data and _is_remote(self.fs) else []
+        self.blobs = blobs if blobs is not None else fetch_blobs(reader, self.fs, records) if read_data else {}
 
     def __enter__(self) -> None:
-        if not self.paths:
-            return
-        blobs = self.fs.cat(self.paths, on_error="omit")
-        self.reader.fs = _PrefetchedFS(self.fs, {_strip(self.fs, p): v for p, v in blobs.items()
-                                                 if isinstance(v, bytes)})
+        if self.blobs:
+            self.reader.fs = _PrefetchedFS(self.fs, self.blobs)
 
     def __exit__(self, *exc: object) -> None:
-        if self.paths:
+        if self.blobs:
             self.reader.fs = self.fs
+
+
+def fetch_blobs(reader: Reader, fs: Any, records: list[CheckpointRecord]) -> dict[str, bytes]:
+    """The blobs ``records`` name, fetched from the reader's filesystem ``fs`` concurrently
+    with one multi-path ``cat`` (empty unless ``fs`` is remote). s3fs would send a HEAD
+    before each GET (to split big objects into ranges); ``max_concurrency=1`` skips it."""
+    paths = _blob_paths(reader, records) if _is_remote(fs) else []
+    if not paths:
+        return {}
+    options = {"max_concurrency": 1} if "max_concurrency" in _parameters(fs._cat_file) else {}
+    blobs = fs.cat(paths, on_error="omit", **options)
+    return {_strip(fs, p): v for p, v in blobs.items() if isinstance(v, bytes)}
+
+
+def _parameters(function: Any) -> Mapping[str, Any]:
+    import inspect
+
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 def _is_remote(fs: Any) -> bool:
@@ -229,11 +252,34 @@ def run_chunks(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_da
         yield from _on_dask(ReaderSpec.of(reader), chunks, read_data, scheduler, cancel)
     elif workers > 1 or (background and read_data):
         yield from _on_processes(reader, chunks, read_data, workers, cancel)
+    elif read_data and _is_remote(getattr(reader, "fs", None)):
+        yield from _fetch_ahead(reader, chunks, cancel)
     else:
         for chunk in chunks:
             if cancel is not None and cancel.is_set():
                 return
             yield check_chunk(reader, chunk, read_data)
+
+
+def _fetch_ahead(reader: Reader, chunks: Iterator[list[CheckpointRecord]],
+                 cancel: threading.Event | None) -> Iterator[ChunkResult]:
+    """In-process data check of an object store: the next chunk's blobs are fetched
+    (on a thread; fsspec's I/O loop does the waiting) while this chunk is checked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fs = reader.fs  # type: ignore[attr-defined]  # the real one: check_chunk swaps in a prefetched view
+    with ThreadPoolExecutor(1, thread_name_prefix="lastgood-fetch") as pool:
+        chunk = next(chunks, None)
+        fetching = pool.submit(fetch_blobs, reader, fs, chunk) if chunk else None
+        while chunk is not None and fetching is not None:
+            if cancel is not None and cancel.is_set():
+                fetching.cancel()
+                return
+            blobs = fetching.result()
+            following = next(chunks, None)
+            fetching = pool.submit(fetch_blobs, reader, fs, following) if following else None
+            yield check_chunk(reader, chunk, True, blobs)
+            chunk = following
 
 
 def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_data: bool,

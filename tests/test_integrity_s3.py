@@ -38,19 +38,20 @@ def test_s3_full_read_is_concurrent_and_equals_a_local_read(s3_env: dict[str, st
     fs.get(f"{bucket}/agents", str(local), recursive=True)
 
     batches: list[int] = []
-    original = parallel._prefetched.__enter__
+    original = parallel.fetch_blobs
 
-    def counting(self: parallel._prefetched) -> None:
-        batches.append(len(self.paths))
-        original(self)
+    def counting(reader: object, fs: object, records: list[object]) -> dict[str, bytes]:
+        blobs = original(reader, fs, records)  # type: ignore[arg-type]
+        batches.append(len(blobs))
+        return blobs
 
-    monkeypatch.setattr(parallel._prefetched, "__enter__", counting)
+    monkeypatch.setattr(parallel, "fetch_blobs", counting)
     # fsspec read FSSPEC_S3_ENDPOINT_URL when it was imported; in this process set its config directly
     monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": s3_env["FSSPEC_S3_ENDPOINT_URL"]})
     remote = Catalog(tmp_path / "remote.duckdb")
     summary = index_store(remote, url, check="none")
     report = verify_store(remote, summary.store.store_id, summary.store.reader, read_data=True, workers=1)
-    assert report.checked == 20 and batches == [20]  # one concurrent multi-path fetch for the whole chunk
+    assert report.checked == 20 and batches == [19]  # one multi-path fetch for the chunk (one blob deleted)
 
     here = Catalog(tmp_path / "local.duckdb")
     local_summary = index_store(here, str(local), check="none")
@@ -64,3 +65,55 @@ def test_s3_full_read_is_concurrent_and_equals_a_local_read(s3_env: dict[str, st
     assert done.returncode == 1, done.stderr
     assert sorted((f["checkpoint_id"] or "", f["check"], f["severity"])
                   for f in json.loads(done.stdout)["findings"]) == found
+
+
+def test_s3_full_read_sends_one_get_per_blob_and_fetches_ahead(s3_env: dict[str, str], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """No HEAD before each GET (s3fs sends one unless told not to), and in-process the next
+    chunk's blobs are being fetched while a chunk is checked."""
+    import threading
+
+    import s3fs
+
+    from lastgood import verify
+
+    fs, bucket = make_bucket(s3_env["FSSPEC_S3_ENDPOINT_URL"])
+    url = f"s3://{bucket}/agents"
+    write_store(url, runs=2, steps=10, storage_options={
+        "endpoint_url": s3_env["FSSPEC_S3_ENDPOINT_URL"], "key": "testing", "secret": "testing"})
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": s3_env["FSSPEC_S3_ENDPOINT_URL"]})
+    catalog = Catalog(tmp_path / "index.duckdb")
+    summary = index_store(catalog, url, check="none")
+    monkeypatch.setattr(verify, "CHUNK", 5)
+
+    sizes: list[str] = []
+    original_size = s3fs.S3FileSystem._size
+
+    async def counting_size(self: s3fs.S3FileSystem, path: str) -> int:
+        sizes.append(path)
+        return await original_size(self, path)
+
+    fetches: list[int] = []
+    second_fetch = threading.Event()
+    overlapped: list[bool] = []
+    original_fetch, original_check = parallel.fetch_blobs, parallel.check_chunk
+
+    def fetch(reader: object, fs: object, records: list[object]) -> dict[str, bytes]:
+        fetches.append(len(records))
+        if len(fetches) == 2:
+            second_fetch.set()
+        return original_fetch(reader, fs, records)  # type: ignore[arg-type]
+
+    def check(*args: object) -> parallel.ChunkResult:
+        if not overlapped:  # the first chunk: the second one's fetch starts meanwhile
+            overlapped.append(second_fetch.wait(10))
+        return original_check(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_size", counting_size)
+    monkeypatch.setattr(parallel, "fetch_blobs", fetch)
+    monkeypatch.setattr(parallel, "check_chunk", check)
+    report = verify.verify_store(catalog, summary.store.store_id, summary.store.reader, read_data=True, workers=1)
+    assert report.checked == 20 and fetches == [5, 5, 5, 5]
+    assert overlapped == [True]
+    assert sizes == []  # one GET per blob, no HEAD
+    assert not [f for f in store_findings(catalog, summary.store.store_id) if f["severity"] == "error"]
