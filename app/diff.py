@@ -34,6 +34,8 @@ import marshal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from itertools import chain, compress, repeat
+from operator import is_
 from typing import Any
 
 from lastgood.redact import MASK, is_secret_key, might_need_redaction, redact_text
@@ -55,9 +57,10 @@ class Change:
     delta: int | float | None = None
     from_path: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"op": self.op, "path": self.path,
-                               "old": jsonable(self.old), "new": jsonable(self.new)}
+    def to_dict(self, plain: bool = False) -> dict[str, Any]:
+        """As JSON data; ``plain`` (from :func:`is_plain_json`) says old and new are already."""
+        old, new = (self.old, self.new) if plain else (jsonable(self.old), jsonable(self.new))
+        out: dict[str, Any] = {"op": self.op, "path": self.path, "old": old, "new": new}
         if self.delta is not None:
             out["delta"] = self.delta
         if self.from_path is not None:
@@ -76,7 +79,8 @@ class DiffResult:
 
     def to_dict(self, a_label: Any = None, b_label: Any = None) -> dict[str, Any]:
         """The PRODUCT.md ``diff`` shape: ``{a, b, changes, summary}``."""
-        return {"a": a_label, "b": b_label, "changes": [c.to_dict() for c in self.changes],
+        plain = is_plain_json([v for c in self.changes for v in (c.old, c.new)])
+        return {"a": a_label, "b": b_label, "changes": [c.to_dict(plain) for c in self.changes],
                 "summary": dict(self.summary)}
 
 
@@ -114,7 +118,7 @@ def diff_states(a: Any, b: Any, *, redact: bool = True) -> DiffResult:
     walker.run(a, b)
     changes = sorted(walker.changes, key=_document_order)
     if redact:
-        changes = [_redacted(c) for c in changes]
+        changes = _redact_all(changes)
     return DiffResult(changes=changes, summary=summarize(changes))
 
 
@@ -399,6 +403,31 @@ def _pair_replacements(plan: _Plan, kx: list[Any], ky: list[Any],
 
 # ---------------------------------------------------------------- redaction and JSON
 
+REDACT_BATCH = 256  # changes whose JSON text is screened for redaction anchors at once
+
+
+def _redact_all(changes: list[Change]) -> list[Change]:
+    """Every change redacted; a batch whose JSON text shows nothing redaction could act on
+    (one ``json.dumps`` and one anchor scan, both C-fast) is kept as it is."""
+    out: list[Change] = []
+    for start in range(0, len(changes), REDACT_BATCH):
+        batch = changes[start:start + REDACT_BATCH]
+        out.extend(batch if _clean_batch(batch) else map(_redacted, batch))
+    return out
+
+
+def _clean_batch(batch: list[Change]) -> bool:
+    """True when no key, path or text in ``batch`` holds a redaction anchor. JSON text shows
+    every string verbatim apart from escaped quotes, backslashes and control characters,
+    which no anchor contains; values JSON cannot show (bytes, other types) fail the screen."""
+    try:
+        text = json.dumps([(c.path, c.from_path, c.old, c.new) for c in batch],
+                          ensure_ascii=False, check_circular=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return not might_need_redaction(text)
+
+
 def _redacted(change: Change) -> Change:
     key = _last_token(change.path)
     return Change(change.op, redact_text(change.path), _redact_value(key, change.old),
@@ -485,6 +514,30 @@ def jsonable(value: Any) -> Any:
         return value
     return map_tree(value, lambda _k, v: _bytes_summary(v) if isinstance(v, (bytes, bytearray)) else v,
                      max_depth=MAX_JSON_DEPTH)
+
+
+_JSON_TYPES = frozenset((dict, list, str, int, float, bool, type(None)))  # a tuple: jsonable makes a list
+
+
+def is_plain_json(values: list[Any]) -> bool:
+    """True when ``jsonable`` would return each of ``values`` unchanged: only JSON types
+    (exactly), no bytes, nested at most MAX_JSON_DEPTH levels. One level-by-level walk
+    whose per-value work runs in C, instead of a copy of every value."""
+    level, depth = list(values), 0
+    while level:
+        types = list(map(type, level))
+        kinds = set(types)
+        if not kinds <= _JSON_TYPES:
+            return False
+        if list not in kinds and dict not in kinds:
+            return True
+        if depth >= MAX_JSON_DEPTH:
+            return False
+        dicts = compress(level, map(is_, types, repeat(dict)))
+        lists = compress(level, map(is_, types, repeat(list)))
+        level = list(chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists)))
+        depth += 1
+    return True
 
 
 def _bytes_summary(value: bytes | bytearray) -> dict[str, Any]:
