@@ -35,7 +35,6 @@ from lastgood.readers.base import (
     PendingWrite,
     Reader,
     Scan,
-    events_table,
 )
 from lastgood.readers.langgraph_common import (
     ERROR,
@@ -44,6 +43,7 @@ from lastgood.readers.langgraph_common import (
     CheckpointColumns,
     checkpoints_batch,
     event_record,
+    events_table,
     parse_metadata,
     rebuild_delta_values,
     sort_writes,
@@ -54,7 +54,13 @@ from lastgood.readers.langgraph_findings import (
     payload_findings,
     pending_error_finding,
 )
-from lastgood.readers.validate import langgraph_rows
+from lastgood.readers.langgraph_rows import (
+    ALL_ROWS_SQL,
+    columns_ok,
+    key_problem,
+    row_finding,
+    sqlite_row_findings,
+)
 from lastgood.readers.langgraph_serde import (
     aes_key_from_env,
     decode_typed,
@@ -68,16 +74,19 @@ LIVE_SUFFIXES = ("-wal", "-journal")
 TOKEN_VERSION = 1
 MMAP_LIMIT = 2**31
 
-LIST_SQL = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
-       length(checkpoint), metadata
-FROM checkpoints WHERE rowid > ?
+# metadata as bytes whatever its SQLite type (TEXT that is not UTF-8 must not fail the scan);
+# rows the validation boundary rejected (lastgood.readers.langgraph_rows) are skipped by rowid
+_SKIPPED = "rowid NOT IN (SELECT value FROM json_each(?))"
+LIST_SQL = f"""
+SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+       length(checkpoint), CAST(metadata AS BLOB)
+FROM checkpoints WHERE rowid > ? AND {_SKIPPED}
 """
-MISSING_PARENTS_SQL = """
+MISSING_PARENTS_SQL = f"""
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id FROM checkpoints c
-WHERE c.rowid > ? AND coalesce(c.parent_checkpoint_id, '') != '' AND NOT EXISTS (
+WHERE c.rowid > ? AND c.{_SKIPPED} AND coalesce(c.parent_checkpoint_id, '') != '' AND NOT EXISTS (
   SELECT 1 FROM checkpoints p WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
-    AND p.checkpoint_id = c.parent_checkpoint_id)
+    AND p.checkpoint_id = c.parent_checkpoint_id AND p.{_SKIPPED})
 """
 # Special writes (__error__ -1, __scheduled__ -2, __interrupt__ -3, __resume__ -4) are the
 # only ones with a negative idx (WRITES_IDX_MAP). ``idx`` is in the primary-key index, so
@@ -86,10 +95,8 @@ EVENTS_SQL = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value
 FROM writes {index} WHERE idx < 0 AND rowid > ?
 """
-HEADS_SQL = (
-    "SELECT thread_id, checkpoint_ns, max(checkpoint_id) FROM checkpoints "
-    "GROUP BY thread_id, checkpoint_ns"
-)
+HEADS_SQL = f"""SELECT thread_id, checkpoint_ns, max(checkpoint_id) FROM checkpoints WHERE {_SKIPPED}
+GROUP BY thread_id, checkpoint_ns"""
 # Structure checks are set-based: the keys to check go in as one JSON array parameter
 # (``json_each``, no temp table on a read-only connection), so a check of any number of
 # checkpoints is two queries, each an index lookup per key.
@@ -339,8 +346,9 @@ class LangGraphSqliteReader(Reader):
         ck_after, wr_after = after or (0, 0)
         memo = _StructureMemo(self._stamp)
         memo.token = token
-        tables, findings = self._checkpoint_tables(conn, ck_after, memo)
-        heads = self._heads(conn)
+        skipped = _Skipped({})
+        tables, findings = self._checkpoint_tables(conn, ck_after, memo, skipped)
+        heads = self._heads(conn, skipped)
         # a full listing read every row's codec and every special write: the memo answers
         # the structure check of what it listed (LangGraph writes ``__error__`` with idx -1)
         events = self._event_tables(conn, wr_after, memo if full else None)
@@ -351,8 +359,8 @@ class LangGraphSqliteReader(Reader):
                     findings=findings, heads=heads)
 
     @staticmethod
-    def _heads(conn: sqlite3.Connection) -> list[HeadRecord]:
-        return [HeadRecord(t, c, ns) for t, ns, c in conn.execute(HEADS_SQL)]
+    def _heads(conn: sqlite3.Connection, skipped: _Skipped) -> list[HeadRecord]:
+        return [HeadRecord(t, c, ns) for t, ns, c in conn.execute(HEADS_SQL, (skipped.param,))]
 
     def _counts(self, conn: sqlite3.Connection) -> dict[str, list[int]]:
         counts = {"checkpoints": list(conn.execute("SELECT coalesce(max(rowid), 0), count(*) FROM checkpoints").fetchone())}
@@ -383,31 +391,53 @@ class LangGraphSqliteReader(Reader):
         added = conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > ?", (old_max,)).fetchone()[0]
         return now[1] - added == old_count
 
-    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int,
-                           memo: _StructureMemo) -> tuple[list[pa.Table], list[Finding]]:
+    @staticmethod
+    def _undecodable_rows(conn: sqlite3.Connection, after: int) -> _Skipped:
+        """Every row's key columns fetched as bytes and judged (some hold text that is not
+        UTF-8): the rows the validation boundary rejects, by rowid, with their findings."""
+        return _Skipped(sqlite_row_findings(conn.execute(ALL_ROWS_SQL, (after,))))
+
+    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int, memo: _StructureMemo,
+                           skipped: _Skipped) -> tuple[list[pa.Table], list[Finding]]:
+        """The listed rows as Arrow batches with their findings; a text column that is not
+        UTF-8 fails the fetch: then every row is judged as bytes and the listing retried."""
+        try:
+            tables, findings = self._list_rows(conn, after, memo, skipped)
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise
+            skipped.update(self._undecodable_rows(conn, after))
+            memo.clear()
+            tables, findings = self._list_rows(conn, after, memo, skipped)
+        return tables, skipped.findings() + findings
+
+    def _list_rows(self, conn: sqlite3.Connection, after: int, memo: _StructureMemo,
+                   skipped: _Skipped) -> tuple[list[pa.Table], list[Finding]]:
         """Batches of listed rows (column-wise), then one vectorised parent check."""
         tables: list[pa.Table] = []
         findings: list[Finding] = []
         keys: list[ParentColumns] = []
         with _gc_paused():
-            cursor = conn.execute(LIST_SQL, (after,))
+            cursor = conn.execute(LIST_SQL, (after, skipped.param))
             while rows := cursor.fetchmany(BATCH_ROWS):
-                if not (rows := langgraph_rows(rows, findings)):  # validation boundary
-                    continue
-                cols = CheckpointColumns(*_columns(rows))
+                columns = _valid_columns(rows, skipped)  # the validation boundary
                 del rows
+                if not columns[0]:
+                    continue
+                cols = CheckpointColumns(*columns)
                 table, batch_findings = checkpoints_batch(cols)
                 tables.append(table)
                 findings.extend(batch_findings)
                 keys.append((cols.thread_ids, cols.namespaces, cols.checkpoint_ids, cols.parent_ids))
                 memo.add_rows(cols)
-        missing = missing_parents(keys) if not after else self._missing_parents_after(conn, after)
+        missing = missing_parents(keys) if not after else self._missing_parents_after(conn, after, skipped)
         tables, parent_findings = mark_missing_parents(tables, missing)
         return tables, findings + parent_findings
 
     @staticmethod
-    def _missing_parents_after(conn: sqlite3.Connection, after: int) -> dict[tuple[str, str, str], str]:
-        rows = conn.execute(MISSING_PARENTS_SQL, (after,)).fetchall()
+    def _missing_parents_after(conn: sqlite3.Connection, after: int,
+                               skipped: _Skipped) -> dict[tuple[str, str, str], str]:
+        rows = conn.execute(MISSING_PARENTS_SQL, (after, skipped.param, skipped.param)).fetchall()
         return {(t, ns, cid): parent for t, ns, cid, parent in rows}
 
     def _event_tables(self, conn: sqlite3.Connection, after: int,
@@ -555,6 +585,24 @@ class LangGraphSqliteReader(Reader):
         yield from payload_findings(label, type_, blob, where, self.aes_key, expected_id, channel)
 
 
+class _Skipped:
+    """Rows the validation boundary rejected: rowid -> finding, and the rowids as the
+    JSON parameter the listing queries skip them by."""
+
+    def __init__(self, bad: dict[int, Finding]) -> None:
+        self.bad = bad
+
+    @property
+    def param(self) -> str:
+        return json.dumps(sorted(self.bad))
+
+    def update(self, other: _Skipped) -> None:
+        self.bad.update(other.bad)
+
+    def findings(self) -> list[Finding]:
+        return [self.bad[rowid] for rowid in sorted(self.bad)]
+
+
 class _StructureMemo:
     """The structure facts a scan read anyway (keys listed, odd codecs, ``__error__``
     writes), so the structure check of what was just listed costs one query."""
@@ -565,6 +613,10 @@ class _StructureMemo:
         self.listed: set[Key] = set()
         self.odd_codecs: dict[Key, str | None] = {}
         self.errors: list[tuple[Any, ...]] = []
+
+    def clear(self) -> None:
+        self.listed.clear()
+        self.odd_codecs.clear()
 
     def add_rows(self, cols: CheckpointColumns) -> None:
         keys = zip(cols.thread_ids, _none_as_empty(cols.namespaces), cols.checkpoint_ids)
@@ -617,9 +669,20 @@ def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
     return values if None not in values else [v or "" for v in values]
 
 
-def _columns(rows: list[tuple[Any, ...]]) -> tuple[Sequence[Any], ...]:
-    """LIST_SQL rows as the CheckpointColumns fields, in its order."""
-    threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*rows)
+def _valid_columns(rows: list[tuple[Any, ...]], skipped: _Skipped) -> tuple[Sequence[Any], ...]:
+    """LIST_SQL rows as the CheckpointColumns fields, in its order, without the rows
+    whose key columns the validation boundary rejects (added to ``skipped``)."""
+    _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*rows)
+    if not columns_ok((threads, namespaces, ids, parents, codecs)):
+        good = []
+        for row in rows:
+            if (problem := key_problem(row[1:6])) is None:
+                good.append(row)
+            else:
+                skipped.bad[row[0]] = row_finding(row[0], row[1:6], problem)
+        if not good:
+            return ((),) * 7
+        _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*good)
     return threads, namespaces, ids, parents, metadata, codecs, sizes
 
 

@@ -1,0 +1,114 @@
+"""LangGraph checkpoint rows at the validation boundary, SQLite and Postgres alike.
+
+A row whose key or type columns (thread_id, checkpoint_ns, checkpoint_id,
+parent_checkpoint_id, type) are not short valid text becomes one finding
+naming the row and the problem; every other row still loads.
+
+Both readers judge each listed batch column-wise at C speed (``columns_ok``:
+types, lengths, NULs); only a batch that fails is judged row by row
+(``key_problem``, each column through ``validate.text``). SQLite names a row
+by rowid; a text column holding bytes that are not UTF-8 fails SQLite's fetch,
+and then every row's key columns are fetched as bytes (``ALL_ROWS_SQL``) and
+judged, and the listing skips the rows rejected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lastgood import limits
+from lastgood.checks import Check
+from lastgood.readers.base import Finding
+from lastgood.readers.validate import LANGGRAPH_TEXT_COLUMNS, Invalid, text
+
+SHOWN_CHARS = 60
+
+
+_RAW_COLUMNS = ", ".join(f"typeof({name}), CAST({name} AS BLOB)" for name, _ in LANGGRAPH_TEXT_COLUMNS)
+# every row's key columns as (SQLite type, raw bytes) pairs: judged when a fetch as text failed
+ALL_ROWS_SQL = f"SELECT rowid, {_RAW_COLUMNS} FROM checkpoints WHERE rowid > ?"
+_SQLITE_TYPES = {int: "integer", float: "real", bytes: "blob", memoryview: "blob"}
+
+
+def columns_ok(columns: Sequence[Sequence[Any]]) -> bool:
+    """True when every value of the key columns (LANGGRAPH_TEXT_COLUMNS order) is
+    acceptable: a fast pass at C speed per column; rows are judged one by one
+    (:func:`key_problem`) only when it fails."""
+    for values, (_name, nullable) in zip(columns, LANGGRAPH_TEXT_COLUMNS):
+        if not set(map(type, values)) <= ({str, type(None)} if nullable else {str}):
+            return False
+        present = [v for v in values if v] if nullable else values
+        if (not all(present) or max(map(len, present), default=0) > limits.MAX_ID_CHARS
+                or "\x00" in "".join(present)):
+            return False
+    return True
+
+
+def key_problem(values: Sequence[Any]) -> str | None:
+    """What is wrong with one row's key columns as the driver returned them (str,
+    None, or another SQLite type); None when they are fine."""
+    for value, (name, nullable) in zip(values, LANGGRAPH_TEXT_COLUMNS):
+        try:
+            if value is None and not nullable:
+                raise Invalid(f"{name} is NULL")
+            if value is not None and not isinstance(value, str):
+                kind = _SQLITE_TYPES.get(type(value), type(value).__name__)
+                raise Invalid(f"{name} must be text, not {kind} ({_shown(value)})")
+            text(value, name, required=not nullable)
+        except Invalid as exc:
+            return str(exc)
+    return None
+
+
+def row_finding(rowid: int, values: Sequence[Any], problem: str) -> Finding:
+    """The finding for a rejected checkpoints row, naming it by rowid (and by thread and
+    checkpoint id as far as they are readable)."""
+    thread = values[0] if isinstance(values[0], str) and key_problem(values[:1]) is None else None
+    where = "".join(f", {label} {_shown(values[i])}" for i, label in ((0, "thread"), (2, "checkpoint"))
+                    if values[i] is not None)
+    return Finding(Check.ROW_INVALID, "error", f"checkpoints row (rowid {rowid}{where}) skipped: {problem}",
+                   thread)
+
+
+def sqlite_key_problem(cells: Sequence[Any]) -> str | None:
+    """What is wrong with a row's key columns, given as ``typeof, raw bytes`` pairs
+    (FLAGGED_ROWS_SQL order, rowid excluded); None when they are fine."""
+    for index, (name, nullable) in enumerate(LANGGRAPH_TEXT_COLUMNS):
+        sql_type, raw = cells[2 * index], cells[2 * index + 1]
+        try:
+            text(_sqlite_value(name, sql_type, raw, nullable), name, required=not nullable)
+        except Invalid as exc:
+            return str(exc)
+    return None
+
+
+def _sqlite_value(name: str, sql_type: str, raw: bytes | None, nullable: bool) -> str | None:
+    if sql_type == "null":
+        if not nullable:
+            raise Invalid(f"{name} is NULL")
+        return None
+    if sql_type != "text":
+        raise Invalid(f"{name} must be text, not SQLite {sql_type} ({_shown(raw)})")
+    try:
+        return bytes(raw or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid(f"{name} is not valid UTF-8 (byte {exc.start}: {_shown(raw)})") from None
+
+
+def sqlite_row_findings(rows: Iterable[Sequence[Any]]) -> dict[int, Finding]:
+    """rowid -> finding for each ALL_ROWS_SQL row whose key columns are not valid."""
+    bad: dict[int, Finding] = {}
+    for rowid, *cells in rows:
+        problem = sqlite_key_problem(cells)
+        if problem is not None:
+            shown = [raw if sql_type != "null" else None for sql_type, raw in zip(cells[::2], cells[1::2])]
+            bad[rowid] = row_finding(rowid, shown, problem)
+    return bad
+
+
+def _shown(raw: Any) -> str:
+    """A short, printable rendering of a raw value (bytes shown with escapes)."""
+    value = bytes(raw).decode("utf-8", "backslashreplace") if isinstance(raw, (bytes, memoryview)) else str(raw)
+    value = value.replace("\x00", "\\x00")
+    return repr(value if len(value) <= SHOWN_CHARS else value[: SHOWN_CHARS - 1] + "…")
