@@ -45,13 +45,19 @@ def columns_ok(columns: Sequence[Sequence[Any]]) -> bool:
     return True
 
 
+class NotUtf8(bytes):
+    """The bytes of a SQLite TEXT value that is not valid UTF-8."""
+
+
 def key_problem(values: Sequence[Any]) -> str | None:
     """What is wrong with one row's key columns as the driver returned them (str,
-    None, or another SQLite type); None when they are fine."""
+    None, another SQLite type, or ``NotUtf8``); None when they are fine."""
     for value, (name, nullable) in zip(values, LANGGRAPH_TEXT_COLUMNS):
         try:
             if value is None and not nullable:
                 raise Invalid(f"{name} is NULL")
+            if isinstance(value, NotUtf8):
+                raise Invalid(f"{name} is not valid UTF-8 ({_shown(value)})")
             if value is not None and not isinstance(value, str):
                 kind = _SQLITE_TYPES.get(type(value), type(value).__name__)
                 raise Invalid(f"{name} must be text, not {kind} ({_shown(value)})")
@@ -63,52 +69,46 @@ def key_problem(values: Sequence[Any]) -> str | None:
 
 def row_finding(rowid: int, values: Sequence[Any], problem: str) -> Finding:
     """The finding for a rejected checkpoints row, naming it by rowid (and by thread and
-    checkpoint id as far as they are readable)."""
-    thread = values[0] if isinstance(values[0], str) and key_problem(values[:1]) is None else None
+    checkpoint id as far as they are readable); shown with its thread when that is valid."""
+    thread = values[0] if key_problem(values[:1]) is None else None
     where = "".join(f", {label} {_shown(values[i])}" for i, label in ((0, "thread"), (2, "checkpoint"))
                     if values[i] is not None)
     return Finding(Check.ROW_INVALID, "error", f"checkpoints row (rowid {rowid}{where}) skipped: {problem}",
                    thread)
 
 
-def sqlite_key_problem(cells: Sequence[Any]) -> str | None:
-    """What is wrong with a row's key columns, given as ``typeof, raw bytes`` pairs
-    (FLAGGED_ROWS_SQL order, rowid excluded); None when they are fine."""
-    for index, (name, nullable) in enumerate(LANGGRAPH_TEXT_COLUMNS):
-        sql_type, raw = cells[2 * index], cells[2 * index + 1]
-        try:
-            text(_sqlite_value(name, sql_type, raw, nullable), name, required=not nullable)
-        except Invalid as exc:
-            return str(exc)
-    return None
-
-
-def _sqlite_value(name: str, sql_type: str, raw: bytes | None, nullable: bool) -> str | None:
-    if sql_type == "null":
-        if not nullable:
-            raise Invalid(f"{name} is NULL")
-        return None
-    if sql_type != "text":
-        raise Invalid(f"{name} must be text, not SQLite {sql_type} ({_shown(raw)})")
-    try:
-        return bytes(raw or b"").decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Invalid(f"{name} is not valid UTF-8 (byte {exc.start}: {_shown(raw)})") from None
-
-
 def sqlite_row_findings(rows: Iterable[Sequence[Any]]) -> dict[int, Finding]:
     """rowid -> finding for each ALL_ROWS_SQL row whose key columns are not valid."""
     bad: dict[int, Finding] = {}
     for rowid, *cells in rows:
-        problem = sqlite_key_problem(cells)
-        if problem is not None:
-            shown = [raw if sql_type != "null" else None for sql_type, raw in zip(cells[::2], cells[1::2])]
-            bad[rowid] = row_finding(rowid, shown, problem)
+        values = [_sqlite_value(sql_type, raw) for sql_type, raw in zip(cells[::2], cells[1::2])]
+        if (problem := key_problem(values)) is not None:
+            bad[rowid] = row_finding(rowid, values, problem)
     return bad
+
+
+def _sqlite_value(sql_type: str, raw: bytes | None) -> Any:
+    """An ALL_ROWS_SQL (typeof, bytes) pair as the driver would return it, or NotUtf8."""
+    if sql_type == "null" or raw is None:
+        return None
+    if sql_type == "text":
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            return NotUtf8(raw)
+    if sql_type in ("integer", "real"):
+        try:
+            return (int if sql_type == "integer" else float)(bytes(raw).decode("ascii"))
+        except ValueError:
+            pass
+    return bytes(raw)
 
 
 def _shown(raw: Any) -> str:
     """A short, printable rendering of a raw value (bytes shown with escapes)."""
-    value = bytes(raw).decode("utf-8", "backslashreplace") if isinstance(raw, (bytes, memoryview)) else str(raw)
+    if isinstance(raw, (bytes, memoryview)):
+        value = bytes(raw).decode("utf-8", "backslashreplace")
+    else:
+        value = str(raw)
     value = value.replace("\x00", "\\x00")
     return repr(value if len(value) <= SHOWN_CHARS else value[: SHOWN_CHARS - 1] + "…")

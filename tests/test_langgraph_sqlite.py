@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -314,3 +315,98 @@ def _assert_consistent(reader: LangGraphSqliteReader) -> None:
     assert heads <= ids
     latest = max(rows, key=lambda r: r["checkpoint_id"])
     reader.load_state(record_from_row(latest))
+
+
+# --- rows the validation boundary rejects (issue #7) ---------------------------------------
+
+# column -> (SQL value written over it, what the finding must say); each lands on another row
+KEY_DAMAGE = {
+    "thread_id": ("CAST(X'74C328' AS TEXT)", "thread_id is not valid UTF-8"),
+    "checkpoint_ns": ("CAST(X'FF' AS TEXT)", "checkpoint_ns is not valid UTF-8"),
+    "checkpoint_id": ("X'3132333435'", "checkpoint_id must be text, not blob"),  # TEXT affinity keeps blobs
+    "parent_checkpoint_id": ("CAST(X'E282' AS TEXT)", "parent_checkpoint_id is not valid UTF-8"),
+    "type": ("X'00FF'", "type must be text, not blob"),
+}
+
+
+def _damage_keys(path: Path) -> tuple[dict[int, str], set[str], int]:
+    """One damaged key column per row (plus a NUL in an id and metadata that is not
+    UTF-8 text): rowid -> expected problem, the checkpoint ids that must still be listed,
+    and the rowid whose metadata was damaged."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT rowid, checkpoint_id FROM checkpoints ORDER BY rowid").fetchall()
+    targets = [rows[i][0] for i in range(1, len(rows), max(1, len(rows) // 8))][:7]
+    expected: dict[int, str] = {}
+    for rowid, (column, (value, problem)) in zip(targets, KEY_DAMAGE.items()):
+        conn.execute(f"UPDATE checkpoints SET {column} = {value} WHERE rowid = ?", (rowid,))
+        expected[rowid] = problem
+    conn.execute("UPDATE checkpoints SET checkpoint_id = checkpoint_id || char(0) WHERE rowid = ?", (targets[5],))
+    expected[targets[5]] = "checkpoint_id contains a NUL character"
+    conn.execute("UPDATE checkpoints SET metadata = CAST(X'7B22C3' AS TEXT) WHERE rowid = ?", (targets[6],))
+    conn.commit()
+    conn.close()
+    still = {cid for rowid, cid in rows if rowid not in expected}
+    return expected, still, targets[6]
+
+
+def test_rows_with_bad_key_columns_become_findings(lg_store: SqliteStore, tmp_path: Path) -> None:
+    path = tmp_path / "bad-keys.sqlite"
+    shutil.copy(lg_store.path, path)
+    expected, still, bad_metadata = _damage_keys(path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with LangGraphSqliteReader(str(path)) as reader:
+        scan = reader.scan()
+        rows = [r for t in scan.checkpoints for r in t.to_pylist()]
+        findings = list(scan.findings)
+        heads = {h.checkpoint_id for h in scan.heads}
+    assert {r["checkpoint_id"] for r in rows} == still  # every valid row still loads
+    invalid = [f for f in findings if f.check == "row-invalid"]
+    assert len(invalid) == len(expected)
+    for rowid, problem in expected.items():
+        [finding] = [f for f in invalid if f"(rowid {rowid}," in f.message or f"(rowid {rowid})" in f.message]
+        assert problem in finding.message and finding.severity == "error" and finding.checkpoint_id is None
+    corrupt = [r for r in rows if r["status"] == "corrupt" and "metadata" in (r["status_reason"] or "")]
+    assert len(corrupt) == 1 and any(f.check == "metadata-invalid" for f in findings)
+    assert heads <= still
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before  # read-only
+
+
+def test_cli_indexes_a_db_with_bad_key_columns(lg_store: SqliteStore, tmp_path: Path) -> None:
+    from tests.helpers import lastgood_cli
+
+    path = tmp_path / "bad-keys.sqlite"
+    shutil.copy(lg_store.path, path)
+    expected, still, _ = _damage_keys(path)
+    home = tmp_path / "home"
+    done = lastgood_cli("index", str(path), "--format", "json", home=home)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr  # findings reported, exit 0
+    report = json.loads(done.stdout)
+    assert report["checkpoints_read"] == len(still)
+    listed = lastgood_cli("ls", str(path), "--format", "json", home=home, check_json=True)
+    assert {r["checkpoint_id"] for r in json.loads(listed.stdout)} == still
+    verify = lastgood_cli("verify", str(path), "--format", "json", home=home, check_json=True)
+    assert verify.returncode == 1  # error findings (docs/cli.md)
+    messages = [f["message"] for f in json.loads(verify.stdout)["findings"] if f["check"] == "row-invalid"]
+    assert sorted(int(m.split("rowid ")[1].split(",")[0].split(")")[0]) for m in messages) == sorted(expected)
+
+
+def test_rows_of_wrong_types_are_skipped_without_a_decode_error(lg_store: SqliteStore, tmp_path: Path) -> None:
+    """Blobs and NULs in key columns (every text is UTF-8): the listing's own per-batch
+    check rejects those rows by rowid, no second pass over the table."""
+    path = tmp_path / "bad-types.sqlite"
+    shutil.copy(lg_store.path, path)
+    conn = sqlite3.connect(path)
+    rowids = [r[0] for r in conn.execute("SELECT rowid FROM checkpoints ORDER BY rowid LIMIT 3 OFFSET 4")]
+    conn.execute("UPDATE checkpoints SET type = X'6A736F6E' WHERE rowid = ?", (rowids[0],))
+    conn.execute("UPDATE checkpoints SET thread_id = thread_id || char(0) WHERE rowid = ?", (rowids[2],))
+    conn.commit()
+    total = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    conn.close()
+    with LangGraphSqliteReader(str(path)) as reader:
+        scan = reader.scan()
+        rows = [r for t in scan.checkpoints for r in t.to_pylist()]
+    assert len(rows) == total - 2
+    messages = sorted(f.message for f in scan.findings if f.check == "row-invalid")
+    assert len(messages) == 2
+    assert f"(rowid {rowids[0]}," in messages[0] and "type must be text, not blob" in messages[0]
+    assert f"(rowid {rowids[2]}," in messages[1] and "thread_id contains a NUL character" in messages[1]
