@@ -11,7 +11,7 @@ import json
 import posixpath
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,10 +21,9 @@ from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, NotAFile, ReaderError, TooLarge, UnsafePath
 from lastgood.readers import native_format as nf
-from lastgood.readers import validate
+from lastgood.readers import native_structure, validate
 from lastgood.readers.base import (
     CHECKPOINT_SCHEMA,
-    EVENT_SCHEMA,
     CheckpointRecord,
     Finding,
     HeadRecord,
@@ -32,7 +31,6 @@ from lastgood.readers.base import (
     Reader,
     Scan,
     checkpoints_table,
-    rows_table,
 )
 from lastgood.readers.fsutil import (Size, blob_limit, is_local, is_temp_name, local_file_size,
                                      local_sizes, local_stamps, open_fs, read_bounded, real_root,
@@ -56,6 +54,8 @@ class NativeReader(Reader):
         self._check_marker(url)
         self._states: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
         self._refused: list[Finding] = []
+        self._last_listing: dict[str, dict[str, str]] | None = None
+        self._full_scan: tuple[str, list[Any]] | None = None  # (token, batches) of the last full scan
 
     def _check_marker(self, url: str) -> None:
         """Refuse a folder that is not a native store, or one of a format version we do not know."""
@@ -86,43 +86,56 @@ class NativeReader(Reader):
     # ---- listing -------------------------------------------------------------
 
     def scan(self, since: str | None = None) -> Scan:
-        """The catalog since ``since``; a file that vanishes while being read (a
-        concurrent compaction) makes the whole listing be read again."""
-        for attempt in range(limits.SNAPSHOT_RETRIES):
+        """The catalog since ``since``. A file that vanishes while being read (a concurrent
+        compaction) makes the whole listing be read again, for as long as the catalog keeps
+        changing between attempts, within limits.SNAPSHOT_SECONDS; a listing that stays the
+        same while a file in it cannot be read gives up after limits.SNAPSHOT_STALLED tries."""
+        deadline = time.monotonic() + limits.SNAPSHOT_SECONDS
+        attempt = stalled = 0
+        before = None
+        while True:
             try:
                 return self._scan_once(since)
             except FileNotFoundError:
-                if attempt + 1 == limits.SNAPSHOT_RETRIES:
+                attempt += 1
+                listing = self._last_listing
+                stalled = stalled + 1 if listing == before else 0
+                before = listing
+                if stalled >= limits.SNAPSHOT_STALLED or time.monotonic() >= deadline:
                     raise ReaderError(f"{self.url}: the catalog kept changing while it was read "
-                                      f"({limits.SNAPSHOT_RETRIES} attempts); try again") from None
-                time.sleep(0.02 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+                                      f"({attempt} attempts); try again") from None
+                time.sleep(min(0.02 * attempt, 0.25))
 
     def _scan_once(self, since: str | None) -> Scan:
         self._refused = []
-        listing = self._listing()
+        listing = self._last_listing = self._listing()
         token = json.dumps(listing, sort_keys=True)
         previous = _parse_token(since)
         if previous == listing:
             return Scan(token=token, full=False, checkpoints=iter(()))
         full = previous is None or _something_vanished(previous, listing)
         base = {} if full else previous
-        new_parts = _added(base.get("parts", {}), listing["parts"])
-        new_tail = _added(base.get("tail", {}), listing["tail"])
         new_heads = _added(base.get("heads", {}), listing["heads"])
         findings: list[Finding] = list(self._refused)
-        parts, part_events = self._parts(new_parts, findings)
-        tails = self._tail_tables(new_tail, findings)
-        pending = self._pending_table(listing["pending"], tails, parts, findings)
-        batches = [*parts, *[_as_checkpoints(t) for t in tails if t.num_rows], pending]
+        batches, part_events, tails = self._entry_batches(listing, base, findings)
+        self._full_scan = (token, batches) if full else None
         return Scan(
             token=token,
             full=full,
-            checkpoints=iter([b for b in batches if b.num_rows]),
-            events=iter([*part_events, *[_events(t) for t in tails if t.num_rows]]),
+            checkpoints=iter(batches),
+            events=iter([*part_events, *[nf.entry_events(t) for t in tails if t.num_rows]]),
             findings=findings,
             heads=self._heads(new_heads, findings),
         )
+
+    def _entry_batches(self, listing: dict[str, dict[str, str]], base: dict[str, Any],
+                       findings: list[Finding]) -> tuple[list[Any], list[pa.Table], list[pa.Table]]:
+        """Parts, tail and pending entries added since ``base``: (batches, part events, tails)."""
+        parts, part_events = self._parts(_added(base.get("parts", {}), listing["parts"]), findings)
+        tails = self._tail_tables(_added(base.get("tail", {}), listing["tail"]), findings)
+        pending = self._pending_table(listing["pending"], tails, parts, findings)
+        batches = [*parts, *[_as_checkpoints(t) for t in tails if t.num_rows], pending]
+        return [b for b in batches if b.num_rows], part_events, tails
 
     def _listing(self) -> dict[str, dict[str, str]]:
         return {
@@ -169,7 +182,7 @@ class NativeReader(Reader):
                                         f"{relative}: unreadable catalog part, skipped: {exc}"))
                 continue
             batches.append(batch)
-            events.append(_events(batch.paths[0] if isinstance(batch, ParquetSource) else batch))
+            events.append(nf.entry_events(batch.paths[0] if isinstance(batch, ParquetSource) else batch))
         return batches, events
 
     def _part(self, relative: str, findings: list[Finding]) -> pa.Table | ParquetSource:
@@ -198,7 +211,7 @@ class NativeReader(Reader):
             except REFUSED as exc:
                 findings.append(Finding(_refusal_check(exc), "error", f"{relative}: refused: {exc}"))
                 continue
-            for entry in _parse_tail_file(relative, data, findings):
+            for entry in nf.parse_tail_file(relative, data, findings):
                 entries[(entry["run_id"], entry["namespace"], entry["checkpoint_id"])] = entry
         return [nf.entries_table(list(entries.values()))] if entries else []
 
@@ -331,8 +344,13 @@ class NativeReader(Reader):
         self, records: Iterable[CheckpointRecord], read_data: bool = False
     ) -> Iterator[Finding]:
         """Format checks: blob path, codec, blob present with the listed size, and
-        with ``read_data`` the sha256, decoding and the incremental chain."""
+        with ``read_data`` the sha256, decoding and the incremental chain. Bare keys
+        (records without a location, as a set-based structure check hands them over)
+        are looked up in the catalog: :meth:`check_structure`."""
         records = list(records)
+        if not read_data and records and not any(r.location for r in records):
+            yield from self.check_structure([(r.run_id, r.namespace, r.checkpoint_id) for r in records])
+            return
         sizes = self._blob_sizes(records)
         for record in records:
             problem = self._structural_problem(record, sizes)
@@ -340,6 +358,56 @@ class NativeReader(Reader):
                 yield _finding(record, *problem)
             elif read_data:
                 yield from self._data_findings(record)
+
+    def check_structure(self, keys: Sequence[tuple[str, str, str]]) -> list[Finding]:
+        """Structure depth for ``keys`` (run, namespace, id) as listed now (lastgood.readers.native_structure;
+        the blob tree is walked once when the keys are a good share of the store)."""
+        entries, _ = self._entries(None)
+        try:
+            walk = len(keys) * 4 >= entries.count
+            return self._unclean_findings(entries.unclean(self._walk() if walk else None, keys))
+        finally:
+            entries.close()
+
+    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        """(checkpoints, findings) of a structure check of everything the catalog lists,
+        when ``token`` (what the index holds) is still the catalog's listing."""
+        if token is None:
+            return None
+        entries, read = self._entries(token)
+        try:
+            if read != token:
+                return None
+            return entries.count, self._unclean_findings(entries.unclean(self._walk(), None))
+        finally:
+            entries.close()
+
+    def _entries(self, token: str | None) -> tuple[native_structure.CatalogEntries, str]:
+        """The catalog's entries and their listing token: the last full scan's batches when that
+        is ``token`` (without one: the listing now), else read again (after a file vanished too)."""
+        memo = self._full_scan
+        for attempt in range(limits.SNAPSHOT_STALLED + 1):
+            try:
+                now = json.dumps(self._listing(), sort_keys=True)
+                if memo is not None and (token or now) == memo[0]:
+                    return native_structure.CatalogEntries(memo[1]), memo[0]
+                listing = json.loads(now)
+                return native_structure.CatalogEntries(self._entry_batches(listing, {}, [])[0]), now
+            except Exception as exc:  # noqa: BLE001 - FileNotFoundError, or DuckDB's "No files found"
+                if not native_structure.vanished(exc):
+                    raise
+                memo = None
+                time.sleep(0.05 * (attempt + 1))
+        raise ReaderError(f"{self.url}: the catalog kept changing while it was read; try again")
+
+    def _walk(self) -> native_structure.Blobs:
+        if is_local(self.fs):
+            return native_structure.walk_local(self.root)
+        return native_structure.walk_remote(self.fs, self.root)
+
+    def _unclean_findings(self, records: list[CheckpointRecord]) -> list[Finding]:
+        sizes = self._blob_sizes(records)
+        return [_finding(r, *problem) for r in records if (problem := self._structural_problem(r, sizes))]
 
     def _blob_sizes(self, records: list[CheckpointRecord]) -> dict[str, Size]:
         """Sizes of the blobs these records name (or why a blob is refused): one
@@ -499,25 +567,6 @@ def _something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
     return (gone and not grew) or (gone_pending and not after["tail"] and not grew)
 
 
-def _parse_tail_file(name: str, data: bytes, findings: list[Finding]) -> list[dict[str, Any]]:
-    """Valid entries of one tail file; each invalid line is a finding naming file:line."""
-    entries = []
-    for lineno, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry, problem = nf.parse_entry_checked(line)
-        except validate.Invalid as exc:
-            findings.append(Finding(Check.CATALOG_LINE, "error",
-                                    f"{name}:{lineno}: malformed catalog line: {exc}"))
-            continue
-        if problem:
-            findings.append(Finding(Check.METADATA_INVALID, "warning", f"{name}:{lineno}: {problem}",
-                                    entry["run_id"], entry["namespace"], entry["checkpoint_id"]))
-        entries.append(entry)
-    return entries
-
-
 def _pending_record(marker: dict[str, Any]) -> CheckpointRecord:
     started = marker["started_at"]
     return CheckpointRecord(
@@ -549,44 +598,3 @@ def _as_checkpoints(entries: pa.Table) -> pa.Table:
     columns["status"] = pa.array(["ok"] * n, pa.string())
     columns["status_reason"] = pa.nulls(n, pa.string())
     return pa.table([columns[name] for name in CHECKPOINT_SCHEMA.names], schema=CHECKPOINT_SCHEMA)
-
-
-def _events(entries: pa.Table | str) -> pa.Table:
-    """Events recorded in entry metadata as {"event": {"kind":…, "message":…}}.
-
-    ``entries`` is a table or a local Parquet path; DuckDB finds the few rows that
-    carry an event without turning a million metadata strings into Python."""
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        if isinstance(entries, str):
-            source = "read_parquet($path)"
-            params = {"path": entries}
-        else:
-            con.register("entries", entries)
-            source, params = "entries", {}
-        rows = con.execute(f"""SELECT run_id, namespace, checkpoint_id, created_at, metadata
-            FROM {source} WHERE metadata LIKE '%"event"%'""", params).fetchall()
-    finally:
-        con.close()
-    found = []
-    for run_id, namespace, checkpoint_id, created_at, metadata in rows:
-        try:
-            event = json.loads(metadata or "{}").get("event")
-        except (ValueError, AttributeError, RecursionError):
-            continue
-        if isinstance(event, dict):
-            found.append({"run_id": run_id, "namespace": namespace, "checkpoint_id": checkpoint_id,
-                          "created_at": created_at, "kind": _event_text(event.get("kind", "event"), 64),
-                          "channel": None, "task_id": None,
-                          "message": _event_text(event.get("message"), limits.MAX_TEXT_CHARS)})
-    return rows_table(found, EVENT_SCHEMA)
-
-
-def _event_text(value: Any, limit: int) -> str | None:
-    """An event field as bounded text (events come from untrusted metadata)."""
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else json.dumps(value, default=str)[:limit]
-    return text[:limit].encode("utf-8", "replace").decode("utf-8")

@@ -28,7 +28,7 @@ from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
 from lastgood.readers import validate
-from lastgood.readers.base import CHECKPOINT_SCHEMA, rows_table
+from lastgood.readers.base import CHECKPOINT_SCHEMA, EVENT_SCHEMA, Finding, rows_table
 
 FORMAT_NAME = "lastgood-native"
 FORMAT_VERSION = 1
@@ -193,3 +193,63 @@ def part_rows(path: str) -> int:
     import pyarrow.parquet as pq
 
     return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def parse_tail_file(name: str, data: bytes, findings: list[Finding]) -> list[dict[str, Any]]:
+    """Valid entries of one tail file; each invalid line is a finding naming file:line."""
+    entries = []
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry, problem = parse_entry_checked(line)
+        except validate.Invalid as exc:
+            findings.append(Finding(Check.CATALOG_LINE, "error",
+                                    f"{name}:{lineno}: malformed catalog line: {exc}"))
+            continue
+        if problem:
+            findings.append(Finding(Check.METADATA_INVALID, "warning", f"{name}:{lineno}: {problem}",
+                                    entry["run_id"], entry["namespace"], entry["checkpoint_id"]))
+        entries.append(entry)
+    return entries
+
+
+def entry_events(entries: pa.Table | str) -> pa.Table:
+    """Events recorded in entry metadata as {"event": {"kind":…, "message":…}}.
+
+    ``entries`` is a table or a local Parquet path; DuckDB finds the few rows that
+    carry an event without turning a million metadata strings into Python."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        if isinstance(entries, str):
+            source = "read_parquet($path)"
+            params = {"path": entries}
+        else:
+            con.register("entries", entries)
+            source, params = "entries", {}
+        rows = con.execute(f"""SELECT run_id, namespace, checkpoint_id, created_at, metadata
+            FROM {source} WHERE metadata LIKE '%"event"%'""", params).fetchall()
+    finally:
+        con.close()
+    found = []
+    for run_id, namespace, checkpoint_id, created_at, metadata in rows:
+        try:
+            event = json.loads(metadata or "{}").get("event")
+        except (ValueError, AttributeError, RecursionError):
+            continue
+        if isinstance(event, dict):
+            found.append({"run_id": run_id, "namespace": namespace, "checkpoint_id": checkpoint_id,
+                          "created_at": created_at, "kind": _event_text(event.get("kind", "event"), 64),
+                          "channel": None, "task_id": None,
+                          "message": _event_text(event.get("message"), limits.MAX_TEXT_CHARS)})
+    return rows_table(found, EVENT_SCHEMA)
+
+
+def _event_text(value: Any, limit: int) -> str | None:
+    """An event field as bounded text (events come from untrusted metadata)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str)[:limit]
+    return text[:limit].encode("utf-8", "replace").decode("utf-8")
