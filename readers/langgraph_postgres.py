@@ -65,6 +65,7 @@ from lastgood.readers.langgraph_common import (
 )
 from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
 from lastgood.readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
+from lastgood.readers.langgraph_rows import key_problem, valid_rows
 from lastgood.readers.registry import display_url
 
 BATCH_ROWS = 20_000
@@ -75,6 +76,7 @@ CONNECT_TIMEOUT = 10
 NOT_FOUND_HINTS = ("does not exist", "connection refused", "could not translate host name",
                    "timeout expired", "no route to host", "name or service not known")
 Key = tuple[str, str, str]
+KEY_COLUMNS = slice(0, 4)  # SCAN_SQL's thread_id, checkpoint_ns, checkpoint_id, parent id
 
 # --- SQL: read-only, mirroring langgraph.checkpoint.postgres.base --------------------
 
@@ -94,7 +96,8 @@ SELECT (SELECT count(*) FROM checkpoints), (SELECT max(checkpoint_id COLLATE "C"
 """
 # Checkpoint ids are time-ordered uuid6: rows "after" a cutoff id were added since
 # the scan that saw the cutoff as its newest id ('' = every row).
-_AFTER = """c.checkpoint_id COLLATE "C" > %s"""
+# (a cutoff of '' lists every row, an empty id included)
+_AFTER = """(%(cutoff)s = '' OR c.checkpoint_id COLLATE "C" > %(cutoff)s)"""
 ADDED_SQL = f"SELECT count(*) FROM checkpoints c WHERE {_AFTER}"
 HEADS_SQL = """
 SELECT thread_id, checkpoint_ns, max(checkpoint_id COLLATE "C") FROM checkpoints
@@ -338,8 +341,9 @@ class LangGraphPostgresReader(Reader):
                     conn.close()
                     return Scan(token=token, full=False, checkpoints=iter(()))
                 heads = [HeadRecord(t, c, ns) for t, ns, c in
-                         (cur.execute(HEADS_AFTER_SQL, (cutoff,)) if cutoff else cur.execute(HEADS_SQL))]
-                missing = {(t, ns, c): p for t, ns, c, p in cur.execute(MISSING_PARENTS_SQL, (cutoff,))}
+                         (cur.execute(HEADS_AFTER_SQL, {"cutoff": cutoff}) if cutoff else cur.execute(HEADS_SQL))
+                         if key_problem((t, ns, c)) is None]  # never a head the listing skips
+                missing = {(t, ns, c): p for t, ns, c, p in cur.execute(MISSING_PARENTS_SQL, {"cutoff": cutoff})}
                 events = self._event_tables(cur) if events_changed else []
         except BaseException as exc:
             conn.close()
@@ -366,7 +370,7 @@ class LangGraphPostgresReader(Reader):
         (old_count, old_last), old_events = previous["checkpoints"], previous["events"]
         if last_id is None or last_id < old_last:
             return token, "", True
-        added = cur.execute(ADDED_SQL, (old_last,)).fetchone()[0]
+        added = cur.execute(ADDED_SQL, {"cutoff": old_last}).fetchone()[0]
         if count - added != old_count:
             return token, "", True
         return token, old_last, events != old_events
@@ -378,9 +382,10 @@ class LangGraphPostgresReader(Reader):
         try:
             with conn.cursor(name="lastgood_scan") as cur:
                 cur.itersize = BATCH_ROWS
-                cur.execute(sql, (cutoff,))
+                cur.execute(sql, {"cutoff": cutoff})
                 while rows := cur.fetchmany(BATCH_ROWS):
-                    yield self._batch(rows, orphans, findings)
+                    if rows := valid_rows(rows, findings, KEY_COLUMNS):  # the validation boundary
+                        yield self._batch(rows, orphans, findings)
         except psycopg.Error as exc:
             raise self._db_error(exc) from None
         finally:

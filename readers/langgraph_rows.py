@@ -67,14 +67,29 @@ def key_problem(values: Sequence[Any]) -> str | None:
     return None
 
 
-def row_finding(rowid: int, values: Sequence[Any], problem: str) -> Finding:
-    """The finding for a rejected checkpoints row, naming it by rowid (and by thread and
-    checkpoint id as far as they are readable); shown with its thread when that is valid."""
+def row_finding(row: str, values: Sequence[Any], problem: str) -> Finding:
+    """The finding for a rejected checkpoints row, naming it by ``row`` (e.g. ``rowid 7``)
+    and by thread and checkpoint id as far as they are readable; shown with its thread
+    when that is valid."""
     thread = values[0] if key_problem(values[:1]) is None else None
-    where = "".join(f", {label} {_shown(values[i])}" for i, label in ((0, "thread"), (2, "checkpoint"))
-                    if values[i] is not None)
-    return Finding(Check.ROW_INVALID, "error", f"checkpoints row (rowid {rowid}{where}) skipped: {problem}",
-                   thread)
+    where = ", ".join([row] * bool(row) + [f"{label} {_shown(values[i])}" for i, label in
+                                           ((0, "thread"), (2, "checkpoint")) if values[i] is not None])
+    return Finding(Check.ROW_INVALID, "error", f"checkpoints row ({where}) skipped: {problem}", thread)
+
+
+def valid_rows(rows: Sequence[Sequence[Any]], findings: list[Finding], key: slice = slice(0, 5),
+               row_name: Any = None) -> Sequence[Sequence[Any]]:
+    """``rows`` without those whose key columns (``row[key]``, LANGGRAPH_TEXT_COLUMNS order)
+    the boundary rejects, each of which adds a finding (named by ``row_name(row)``)."""
+    if columns_ok(list(zip(*(row[key] for row in rows)))):
+        return rows
+    good = []
+    for row in rows:
+        if (problem := key_problem(row[key])) is None:
+            good.append(row)
+        else:
+            findings.append(row_finding(row_name(row) if row_name else "", row[key], problem))
+    return good
 
 
 def sqlite_row_findings(rows: Iterable[Sequence[Any]]) -> dict[int, Finding]:
@@ -83,7 +98,7 @@ def sqlite_row_findings(rows: Iterable[Sequence[Any]]) -> dict[int, Finding]:
     for rowid, *cells in rows:
         values = [_sqlite_value(sql_type, raw) for sql_type, raw in zip(cells[::2], cells[1::2])]
         if (problem := key_problem(values)) is not None:
-            bad[rowid] = row_finding(rowid, values, problem)
+            bad[rowid] = row_finding(f"rowid {rowid}", values, problem)
     return bad
 
 

@@ -679,7 +679,7 @@ def _valid_columns(rows: list[tuple[Any, ...]], skipped: _Skipped) -> tuple[Sequ
             if (problem := key_problem(row[1:6])) is None:
                 good.append(row)
             else:
-                skipped.bad[row[0]] = row_finding(row[0], row[1:6], problem)
+                skipped.bad[row[0]] = row_finding(f"rowid {row[0]}", row[1:6], problem)
         if not good:
             return ((),) * 7
         _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*good)

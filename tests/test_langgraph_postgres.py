@@ -392,3 +392,24 @@ def test_unreachable_dsn_hides_password(pg_dsn: str) -> None:
     with pytest.raises((StoreNotFound, ReaderError)) as caught:
         LangGraphPostgresReader(closed_port)
     assert "s3cr3t-pw" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_rows_with_bad_key_columns_become_findings(damaged_dsn: str) -> None:
+    """Postgres rows pass the same validation boundary as SQLite rows (issue #7): an empty
+    or oversized id is a finding naming the row, every other row still loads."""
+    with psycopg.connect(damaged_dsn, autocommit=True) as conn:
+        ids = [r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 'fork-1' "
+                                          "ORDER BY checkpoint_id")]
+        total = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+        conn.execute("UPDATE checkpoints SET checkpoint_id = '' WHERE checkpoint_id = %s", (ids[1],))
+        conn.execute("UPDATE checkpoints SET checkpoint_id = repeat('x', 2000) WHERE checkpoint_id = %s", (ids[-1],))
+    with LangGraphPostgresReader(damaged_dsn) as reader:
+        records, scan = _records(reader)
+        invalid = sorted((f for f in scan.findings if f.check == "row-invalid"), key=lambda f: len(f.message))
+        assert len(records) == total - 2 and {r.checkpoint_id for r in records}.isdisjoint({"", "x" * 2000})
+        assert len(invalid) == 2 and all(f.severity == "error" and f.run_id == "fork-1" for f in invalid)
+        assert "checkpoint '')" in invalid[0].message and "checkpoint_id is missing" in invalid[0].message
+        assert "checkpoint_id is 2000 characters long" in invalid[1].message
+        assert "x" * 2000 not in invalid[1].message  # the row is named, shortened
+        assert all(h.checkpoint_id in {r.checkpoint_id for r in records} for h in scan.heads)
+        assert all(isinstance(reader.load_state(r), dict) for r in records if r.run_id == "tools-1")
