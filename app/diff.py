@@ -31,17 +31,18 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from itertools import chain, compress, repeat
-from operator import is_
+from itertools import repeat
+from operator import eq, is_, lt
 from typing import Any
 
-from lastgood.redact import MASK, is_secret_key, might_need_redaction, redact_text
+from lastgood.diff_values import bytes_summary, is_plain_json, jsonable, last_token, redact_value
+from lastgood.redact import might_need_redaction, redact_text
 
 OPS = ("add", "remove", "change", "type_change", "move")
-MAX_JSON_DEPTH = 200  # values nested deeper are summarised in to_dict (JSON encoders recurse)
 VALUE_PREVIEW = 80
 MESSAGE_KEYS = frozenset({"content"})
 
@@ -175,13 +176,14 @@ class _Walker:
         return children
 
     def _list(self, path: _Path, x: list, y: list) -> list[tuple[_Path, Any, Any]]:
-        if len(x) == len(y) and self.fingerprints.same_items(x, y):
+        if len(x) == len(y) and all(self.fingerprints.equal_each(x, y)):
             return []
-        keys_x, keys_y = _alignment_keys(x, y, self.fingerprints)
-        plan = _align(keys_x, keys_y)
+        keys_x, keys_y, unique = _alignment_keys(x, y, self.fingerprints)
+        plan = _align(keys_x, keys_y, unique)
         children: list[tuple[_Path, Any, Any]] = []
-        for i, j in plan.pairs:
-            if not self.fingerprints.equal(x[i], y[j]):
+        same = self.fingerprints.equal_each([x[i] for i, _ in plan.pairs], [y[j] for _, j in plan.pairs])
+        for (i, j), equal in zip(plan.pairs, same):
+            if not equal:
                 children.append((path.child(j), x[i], y[j]))
         for i, j in plan.moves:
             self.changes.append(Change("move", path.child(j).pointer(), from_path=path.child(i).pointer()))
@@ -196,7 +198,7 @@ class _Walker:
 
 def _kind(value: Any) -> str:
     if isinstance(value, dict):
-        return "bytes" if _is_bytes_summary(value) else "dict"
+        return "bytes" if _isbytes_summary(value) else "dict"
     if isinstance(value, (list, tuple)):
         return "list"
     if isinstance(value, (bytes, bytearray)):
@@ -208,7 +210,7 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _is_bytes_summary(value: dict) -> bool:
+def _isbytes_summary(value: dict) -> bool:
     return "$bytes" in value and "sha256" in value and len(value) <= 3
 
 
@@ -271,7 +273,18 @@ class _Fingerprints:
         return x is y or (_kind(x) == _kind(y) and self.of(x) == self.of(y))
 
     def same_items(self, x: list, y: list) -> bool:
-        return all(p is q or self.equal(p, q) for p, q in zip(x, y))
+        return all(self.equal_each(x, y))
+
+    def equal_each(self, xs: list, ys: list) -> list[bool]:
+        """``equal`` for each pair of ``xs`` and ``ys``: marshal bytes compared in C for
+        the whole batch (uncached); per pair through ``equal`` when marshal cannot."""
+        same = list(map(is_, xs, ys))
+        if all(same):
+            return same
+        try:
+            return list(map(eq, map(marshal.dumps, xs), map(marshal.dumps, ys)))
+        except (ValueError, RecursionError):
+            return [self.equal(p, q) for p, q in zip(xs, ys)]
 
     def _slow(self, value: Any) -> str:
         """Post-order hash of every container below ``value``, without recursion."""
@@ -320,16 +333,23 @@ class _Plan:
     added: list[int] = field(default_factory=list)
 
 
-def _alignment_keys(x: list, y: list, fps: _Fingerprints) -> tuple[list[Any], list[Any]]:
-    """Item ids when the lists' dict items carry unique ones, else content fingerprints."""
+def _alignment_keys(x: list, y: list, fps: _Fingerprints) -> tuple[list[Any], list[Any], bool]:
+    """Item ids when the lists' dict items carry unique ones, else content fingerprints;
+    and whether every item of both lists has an id (the keys are then the ids themselves)."""
     ids_x, ids_y = _item_ids(x), _item_ids(y)
     if ids_x is not None and ids_y is not None:
+        if None not in ids_x and None not in ids_y:
+            return ids_x, ids_y, True
         return ([("id", i) if i is not None else ("fp", fps.of(v)) for i, v in zip(ids_x, x)],
-                [("id", i) if i is not None else ("fp", fps.of(v)) for i, v in zip(ids_y, y)])
-    return [("fp", fps.of(v)) for v in x], [("fp", fps.of(v)) for v in y]
+                [("id", i) if i is not None else ("fp", fps.of(v)) for i, v in zip(ids_y, y)], False)
+    return [("fp", fps.of(v)) for v in x], [("fp", fps.of(v)) for v in y], False
 
 
 def _item_ids(items: list) -> list[Any] | None:
+    if items and set(map(type, items)) == {dict}:  # the common case, at C speed
+        ids = list(map(dict.get, items, repeat("id")))
+        if set(map(type, ids)) <= {str, int}:
+            return ids if len(set(ids)) == len(ids) else None
     ids: list[Any] = []
     for item in items:
         ident = item.get("id") if isinstance(item, dict) else None
@@ -340,7 +360,11 @@ def _item_ids(items: list) -> list[Any] | None:
     return ids
 
 
-def _align(kx: list[Any], ky: list[Any]) -> _Plan:
+def _align(kx: list[Any], ky: list[Any], unique: bool = False) -> _Plan:
+    """Pairs, moves, removals and additions turning keys ``kx`` into ``ky``. ``unique``
+    (every key an id, none repeated on either side): the longest common subsequence is
+    the longest increasing run of B positions (patience, O(n log n)); otherwise
+    ``difflib.SequenceMatcher``."""
     plan = _Plan()
     lo = 0
     while lo < len(kx) and lo < len(ky) and kx[lo] == ky[lo]:
@@ -352,8 +376,11 @@ def _align(kx: list[Any], ky: list[Any]) -> _Plan:
     deleted: list[int] = []
     inserted: list[int] = []
     replaced: list[tuple[list[int], list[int]]] = []
-    matcher = SequenceMatcher(None, kx[lo:len(kx) - hi], ky[lo:len(ky) - hi], autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    if unique:
+        _align_unique(plan, kx, ky, lo, hi, deleted, inserted)
+    opcodes = [] if unique else \
+        SequenceMatcher(None, kx[lo:len(kx) - hi], ky[lo:len(ky) - hi], autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in opcodes:
         a_range, b_range = range(lo + i1, lo + i2), range(lo + j1, lo + j2)
         if tag == "equal":
             plan.pairs.extend(zip(a_range, b_range))
@@ -370,6 +397,43 @@ def _align(kx: list[Any], ky: list[Any]) -> _Plan:
     _pair_replacements(plan, kx, ky, replaced)
     plan.pairs.sort()
     return plan
+
+
+def _align_unique(plan: _Plan, kx: list[Any], ky: list[Any], lo: int, hi: int,
+                  deleted: list[int], inserted: list[int]) -> None:
+    """The middle (``lo`` .. ``-hi``) of unique keys: pairs in order, the rest deleted/inserted."""
+    b_range = range(lo, len(ky) - hi)
+    where = dict(zip(ky[lo:len(ky) - hi], b_range))
+    common = [(i, where[k]) for i, k in zip(range(lo, len(kx) - hi), kx[lo:len(kx) - hi]) if k in where]
+    kept = _increasing_run(common)
+    plan.pairs.extend(kept)
+    paired_a, paired_b = {i for i, _ in kept}, {j for _, j in kept}
+    deleted.extend(i for i in range(lo, len(kx) - hi) if i not in paired_a)
+    inserted.extend(j for j in b_range if j not in paired_b)
+
+
+def _increasing_run(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of ``pairs`` (increasing first items) whose second items
+    increase; of several, the one keeping the earliest items of A (as SequenceMatcher does)."""
+    js = [j for _, j in pairs]
+    if all(map(lt, js, js[1:])):
+        return pairs
+    tails: list[int] = []  # over the reversed pairs: runs of decreasing B positions, by length
+    longest_from = [0] * len(pairs)  # length of the longest increasing run starting at n
+    for n in range(len(pairs) - 1, -1, -1):
+        length = bisect_left(tails, -js[n])
+        if length == len(tails):
+            tails.append(-js[n])
+        else:
+            tails[length] = -js[n]
+        longest_from[n] = length + 1
+    run: list[tuple[int, int]] = []
+    need, last = len(tails), -1
+    for n, j in enumerate(js):
+        if need and longest_from[n] == need and j > last:
+            run.append(pairs[n])
+            need, last = need - 1, j
+    return run
 
 
 def _find_moves(plan: _Plan, kx: list[Any], ky: list[Any], deleted: list[int], inserted: list[int]) -> None:
@@ -429,119 +493,10 @@ def _clean_batch(batch: list[Change]) -> bool:
 
 
 def _redacted(change: Change) -> Change:
-    key = _last_token(change.path)
-    return Change(change.op, redact_text(change.path), _redact_value(key, change.old),
-                  _redact_value(key, change.new), change.delta,
+    key = last_token(change.path)
+    return Change(change.op, redact_text(change.path), redact_value(key, change.old),
+                  redact_value(key, change.new), change.delta,
                   redact_text(change.from_path) if change.from_path else None)
-
-
-def _last_token(pointer: str) -> str:
-    return pointer.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~") if pointer else ""
-
-
-def _redact_value(key: Any, value: Any) -> Any:
-    """``lastgood.redact.redact``'s result for ``value`` found under ``key``, without recursion
-    (any depth), and without copying a value that holds nothing to redact."""
-    if isinstance(key, str) and is_secret_key(key) and not isinstance(value, (dict, list, tuple)):
-        return MASK if value not in (None, "") else value
-    if isinstance(value, str):
-        return _redact_str(value)
-    if not isinstance(value, (dict, list, tuple)) or _nothing_to_redact(value):
-        return value
-    return map_tree(value, _redact_leaf, key_of=_redact_key)
-
-
-def _redact_leaf(key: Any, value: Any) -> Any:
-    if isinstance(key, str) and is_secret_key(key) and value not in (None, ""):
-        return MASK
-    return _redact_str(value) if isinstance(value, str) else value
-
-
-def _redact_key(key: Any) -> Any:
-    return _redact_str(key) if isinstance(key, str) else key
-
-
-def _redact_str(text: str) -> str:
-    """redact_text, skipped for text with nothing it could act on (most message text)."""
-    return redact_text(text) if might_need_redaction(text) else text
-
-
-def _nothing_to_redact(value: Any) -> bool:
-    """True when the JSON text of ``value`` (one C call) shows nothing redaction could change.
-    Only text without escapes counts: then every key and string appears in it verbatim."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, check_circular=False)
-    except (TypeError, ValueError, RecursionError):  # bytes, NaN-free types, deep values: walk them
-        return False
-    return "\\" not in text and not might_need_redaction(text)
-
-
-_PENDING = object()
-
-
-def map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None = None,
-              key_of: Callable[[Any], Any] | None = None) -> Any:
-    """A copy of ``value`` with ``leaf(key, v)`` applied to every leaf (and ``key_of`` to every
-    dict key), iteratively."""
-    if not isinstance(value, (dict, list, tuple)):
-        return leaf(None, value)
-    root: list[Any] = [_PENDING]
-    stack: list[tuple[Any, Any, Any, int, object]] = [(value, root, 0, 0, _PENDING)]
-    while stack:
-        node, holder, slot, depth, placeholder = stack.pop()
-        if holder[slot] is not placeholder:  # a later equal key (after key_of) won, as in a dict display
-            continue
-        if max_depth is not None and depth >= max_depth:
-            holder[slot] = {"$nested": f"deeper than {max_depth} levels"}
-            continue
-        holder[slot] = copy = {} if isinstance(node, dict) else [None] * len(node)
-        items = ((key_of(k) if key_of else k, k, v) for k, v in node.items()) if isinstance(node, dict) \
-            else ((i, None, v) for i, v in enumerate(node))
-        for new_key, key, v in items:
-            if isinstance(v, (dict, list, tuple)):
-                copy[new_key] = marker = object()
-                stack.append((v, copy, new_key, depth + 1, marker))
-            else:
-                copy[new_key] = leaf(key, v)
-    return root[0]
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` safe for JSON: bytes as ``{"$bytes": n, "sha256": …}``, depth capped."""
-    if isinstance(value, (bytes, bytearray)):
-        return _bytes_summary(value)
-    if not isinstance(value, (dict, list, tuple)):
-        return value
-    return map_tree(value, lambda _k, v: _bytes_summary(v) if isinstance(v, (bytes, bytearray)) else v,
-                     max_depth=MAX_JSON_DEPTH)
-
-
-_JSON_TYPES = frozenset((dict, list, str, int, float, bool, type(None)))  # a tuple: jsonable makes a list
-
-
-def is_plain_json(values: list[Any]) -> bool:
-    """True when ``jsonable`` would return each of ``values`` unchanged: only JSON types
-    (exactly), no bytes, nested at most MAX_JSON_DEPTH levels. One level-by-level walk
-    whose per-value work runs in C, instead of a copy of every value."""
-    level, depth = list(values), 0
-    while level:
-        types = list(map(type, level))
-        kinds = set(types)
-        if not kinds <= _JSON_TYPES:
-            return False
-        if list not in kinds and dict not in kinds:
-            return True
-        if depth >= MAX_JSON_DEPTH:
-            return False
-        dicts = compress(level, map(is_, types, repeat(dict)))
-        lists = compress(level, map(is_, types, repeat(list)))
-        level = list(chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists)))
-        depth += 1
-    return True
-
-
-def _bytes_summary(value: bytes | bytearray) -> dict[str, Any]:
-    return {"$bytes": len(value), "sha256": hashlib.sha256(value).hexdigest()}
 
 
 # ---------------------------------------------------------------- text rendering
@@ -603,7 +558,7 @@ def _role_from_type(type_name: Any) -> str | None:
 def preview(value: Any) -> str:
     """A short one-line JSON rendering of a value."""
     if isinstance(value, (bytes, bytearray)):
-        value = _bytes_summary(value)
+        value = bytes_summary(value)
     try:
         text = json.dumps(jsonable(value), ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastgood.diff import Change, map_tree
+from lastgood.diff import Change
+from lastgood.diff_values import map_tree
 
 
 def apply_changes(a: Any, changes: list[Change]) -> Any:

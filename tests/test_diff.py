@@ -291,8 +291,74 @@ secret_trees = st.recursive(st.one_of(secretish, st.integers(), st.none()), lamb
 @quick
 @given(secret_trees, st.one_of(st.none(), secretish))
 def test_reported_values_are_redacted_exactly_like_lastgood_redact(value, key):
-    from lastgood.diff import _redact_value
+    from lastgood.diff_values import redact_value as _redact_value
     from lastgood.redact import redact
 
     expected = redact({key: value})[redact(key)] if isinstance(key, str) else redact(value)
     assert _redact_value(key, value) == expected
+
+
+# ---------------------------------------------------------------- alignment of id-keyed lists (fast path)
+
+def _lcs_length(xs: list, ys: list) -> int:
+    table = [[0] * (len(ys) + 1) for _ in range(len(xs) + 1)]
+    for i, x in enumerate(xs):
+        for j, y in enumerate(ys):
+            table[i + 1][j + 1] = table[i][j] + 1 if x == y else max(table[i][j + 1], table[i + 1][j])
+    return table[-1][-1]
+
+
+id_lists = st.lists(st.integers(0, 14), unique=True, max_size=12)
+
+
+@quick
+@given(id_lists, id_lists, st.sets(st.integers(0, 14)))
+def test_id_keyed_lists_keep_a_longest_common_subsequence(ids_a, ids_b, edited):
+    """Every item has a unique id (patience alignment): B is rebuilt, items in a longest
+    common subsequence stay put, the other common ones are moves, edits are changes below."""
+    a = {"messages": [message(i) for i in ids_a]}
+    b = {"messages": [message(i, "edited" if i in edited else None) for i in ids_b]}
+    result = diff_states(a, b, redact=False)
+    assert apply_changes(a, result.changes) == b
+    common = set(ids_a) & set(ids_b)
+    moves = [c for c in result.changes if c.op == "move"]
+    assert len(moves) == len(common) - _lcs_length(ids_a, ids_b)
+    assert result.summary["removed"] == len(set(ids_a) - set(ids_b))
+    assert result.summary["added"] == len(set(ids_b) - set(ids_a))
+    edits = {c.path for c in result.changes if c.op == "change"}
+    assert len(edits) == len(common & edited)
+
+
+def test_an_equal_length_tie_keeps_the_earliest_items_of_a():
+    a = {"messages": [message(i) for i in (1, 2, 3, 4)]}
+    b = {"messages": [message(i) for i in (3, 4, 1, 2)]}
+    result = diff_states(a, b, redact=False)
+    assert [(c.op, c.path, c.from_path) for c in result.changes] == [
+        ("move", "/messages/0", "/messages/2"), ("move", "/messages/1", "/messages/3")]  # 1, 2 stay
+
+
+def test_to_dict_keeps_plain_values_and_summarises_bytes():
+    plain = {"messages": [message(0)], "deep": [[[1]]]}
+    assert diff_states({}, {"p": plain}, redact=False).to_dict()["changes"][0]["new"] is plain  # not copied
+    result = diff_states({}, {"p": plain, "raw": b"\x00\x01"}, redact=False)
+    out = {c["path"]: c for c in result.to_dict()["changes"]}
+    assert out["/p"]["new"] == plain
+    assert out["/raw"]["new"] == {"$bytes": 2, "sha256": __import__("hashlib").sha256(b"\x00\x01").hexdigest()}
+    nested: list = []
+    for _ in range(300):
+        nested = [nested]
+    deep = diff_states({}, {"deep": nested}, redact=False).to_dict()["changes"][0]["new"]
+    assert "deeper than" in json.dumps(deep)  # still cut at MAX_JSON_DEPTH
+
+
+def test_redaction_anchors_survive_json_escaping():
+    """The batch screen reads JSON text: no anchor may hold a character JSON escapes."""
+    from lastgood.redact import REDACTION_ANCHORS
+
+    for anchor in REDACTION_ANCHORS:
+        assert json.dumps(anchor, ensure_ascii=False) == f'"{anchor}"'
+    changes = [message(i, "line one\nline two") for i in range(300)]
+    changes[257]["content"] = 'token "ghp_' + "a" * 36 + '"\n'
+    result = diff_states({"messages": []}, {"messages": changes})
+    assert "ghp_" not in json.dumps(result.to_dict())
+    assert result.changes[0].new == changes[0]
