@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ def _available_readers() -> tuple[tuple[str, str], ...]:
 
 def load_reader_class(name: str) -> type[Reader]:
     """Import the reader called ``name``; a missing package names the extra."""
-    target = available_readers().get(name)
+    # built-ins win over plugins of the same name: no entry-point scan (~0.1 s) to open one
+    target = BUILTIN_READERS.get(name) or available_readers().get(name)
     if target is None:
         known = ", ".join(sorted(available_readers()))
         raise UsageError(f"unknown reader {name!r} (known: {known})")
@@ -70,6 +71,13 @@ def load_reader_class(name: str) -> type[Reader]:
     return getattr(module, attr)
 
 
+def _builtins_then_plugins() -> Iterator[str]:
+    """Reader names in sniffing order; the plugins' entry points are scanned only when
+    no built-in reader recognised the store."""
+    yield from BUILTIN_READERS
+    yield from (name for name in available_readers() if name not in BUILTIN_READERS)
+
+
 def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
     """The reader name for ``url``, from its scheme, suffix or contents."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
@@ -79,7 +87,7 @@ def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> s
         return "langgraph-sqlite"
     if not scheme or scheme == "file":
         _require_local_path(url)
-    for name in available_readers():
+    for name in _builtins_then_plugins():
         if name in ("langgraph-postgres", "langgraph-sqlite"):
             continue
         try:

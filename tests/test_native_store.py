@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from lastgood.errors import DecodeError, ReaderError, StoreNotFound, UnsafePath
 from lastgood.readers import native_format as nf
+from lastgood.readers import native_structure
 from lastgood.readers.base import as_table, record_from_row
 from lastgood.readers.fsutil import safe_join
 from lastgood.readers.jsonpatch import PatchError, apply_patch, make_patch
@@ -165,3 +167,158 @@ def test_random_patches_apply_or_raise_patch_error(doc, patch) -> None:
         apply_patch(doc, patch)
     except PatchError:
         pass
+
+
+# ---- set-based structure check (issue #8) and snapshot re-reads (issue #7) ----------
+
+def _damaged_store(tmp_path: Path) -> str:
+    """A compacted store plus a tail, with every kind of structure damage the check knows."""
+    url = str(tmp_path / "s")
+    write_store(url, runs=3, steps=6)
+    NativeWriter(url).compact()
+    write_store_more = NativeWriter(url)
+    for i in range(4):
+        write_store_more.save("run-tail", {"i": i})
+    root = tmp_path / "s"
+    _, records = scan_records(NativeReader(url))
+    blobs = sorted((r for r in records if r.run_id != "run-tail"), key=lambda r: (r.run_id, r.step))
+    (root / blobs[0].location).unlink()  # blob-missing
+    (root / blobs[1].location).write_bytes(b"{}")  # size-mismatch
+    (root / blobs[2].location).unlink()
+    (root / blobs[2].location).mkdir()  # a folder where the blob should be
+    outside = tmp_path / "outside.json"
+    outside.write_bytes((root / blobs[3].location).read_bytes())
+    (root / blobs[3].location).unlink()
+    (root / blobs[3].location).symlink_to(outside)  # unsafe-path: resolves outside the store
+    (root / blobs[4].location).unlink()
+    os.mkfifo(root / blobs[4].location)  # not-a-file, never opened
+    inside = root / "blobs" / "kept.json"
+    inside.write_bytes((root / blobs[5].location).read_bytes())
+    (root / blobs[5].location).unlink()
+    (root / blobs[5].location).symlink_to(inside)  # a link inside the store: fine
+    nested = root / "blobs" / "deep" / "er"
+    nested.mkdir(parents=True)
+    good = json.loads(nf.entry_line({**_entry(blobs[6]), "checkpoint_id": "nested"}))
+    (nested / "n.json").write_bytes((root / blobs[6].location).read_bytes())
+    odd = [
+        good | {"location": "blobs/deep/er/n.json"},  # clean, two folders down
+        good | {"checkpoint_id": "dotted", "location": "blobs/./deep/er/n.json"},  # same blob, odd path
+        good | {"checkpoint_id": "escape", "location": "../outside.json"},  # unsafe-path
+        good | {"checkpoint_id": "codec", "codec": "zstd"},  # unknown-codec
+        good | {"checkpoint_id": "backslash", "location": "blobs\\deep\\er\\n.json"},  # unsafe-path
+        good | {"checkpoint_id": "nowhere", "location": "catalog/none.json"},  # outside blobs/, missing
+    ]
+    (root / nf.TAIL / "zz-odd.jsonl").write_bytes(b"".join(nf.entry_line(e) for e in odd))
+    (root / nf.PENDING / "p.json").write_text(json.dumps({
+        "run_id": "run-0", "checkpoint_id": "never", "started_at": "2026-01-01T00:00:00Z",
+        "codec": "json", "location": "blobs/run-0/never.json"}))  # incomplete
+    return url
+
+
+def _entry(record) -> dict:
+    return {name: getattr(record, name) for name in nf.ENTRY_SCHEMA.names if name != "metadata"}
+
+
+def _one_by_one(reader: NativeReader, records) -> list[tuple[str, str | None, str]]:
+    found = []
+    for record in records:  # each alone: the per-checkpoint check, never the set-based one
+        found += [(str(f.check), f.checkpoint_id, f.message) for f in
+                  reader.check_checkpoints([record], read_data=False)]
+    return sorted(found)
+
+
+def test_set_based_structure_check_finds_what_the_per_checkpoint_check_finds(tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    url = _damaged_store(tmp_path)
+    walks = []
+    walk = native_structure.walk_local
+    monkeypatch.setattr(native_structure, "walk_local", lambda root: walks.append(root) or walk(root))
+    reader = NativeReader(url)
+    scan, records = scan_records(reader)
+    expected = _one_by_one(NativeReader(url), records)
+    assert {c for c, _, _ in expected} == {"blob-missing", "size-mismatch", "not-a-file", "unsafe-path",
+                                          "unknown-codec", "incomplete"}
+    assert {cid for _, cid, _ in expected} >= {"escape", "codec", "backslash", "nowhere", "never"}
+    assert not {"nested", "dotted"} & {cid for _, cid, _ in expected}
+    keys = [(r.run_id, r.namespace, r.checkpoint_id) for r in records]
+    by_keys = sorted((str(f.check), f.checkpoint_id, f.message) for f in reader.check_structure(keys))
+    assert by_keys == expected
+    count, listed = reader.listed_structure(scan.token)
+    assert count == len(records)
+    assert sorted((str(f.check), f.checkpoint_id, f.message) for f in listed) == expected
+    assert reader.listed_structure("not the listing") is None
+    assert len(walks) == 2  # the blob tree was walked once per set-based check
+    bare = [type(r)(run_id=r.run_id, namespace=r.namespace, checkpoint_id=r.checkpoint_id) for r in records]
+    assert sorted((str(f.check), f.checkpoint_id, f.message)
+                  for f in NativeReader(url).check_checkpoints(bare, read_data=False)) == expected
+
+
+def test_structure_check_of_a_few_keys_needs_no_walk_and_agrees(tmp_path: Path, monkeypatch) -> None:
+    url = _damaged_store(tmp_path)
+    monkeypatch.setattr(native_structure, "walk_local", lambda root: pytest.fail("walked for 5 keys"))
+    _, records = scan_records(NativeReader(url))
+    few = [r for r in records if r.checkpoint_id in ("escape", "codec", "never", "nested")]
+    few.append(min((r for r in records if r.run_id == "run-0" and r.step is not None), key=lambda r: r.step))
+    reader = NativeReader(url)  # no scan of its own: the catalog is read for the lookup
+    found = sorted((str(f.check), f.checkpoint_id, f.message)
+                   for f in reader.check_structure([(r.run_id, r.namespace, r.checkpoint_id) for r in few]))
+    assert found == _one_by_one(NativeReader(url), few)
+    assert [c for c, _, _ in found].count("blob-missing") == 1
+
+
+def test_index_records_the_same_findings_through_the_set_based_check(tmp_path: Path) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.stores import index_store
+    from lastgood.verify import store_findings
+
+    url = _damaged_store(tmp_path)
+    _, records = scan_records(NativeReader(url))
+    expected = {(c, cid) for c, cid, _ in _one_by_one(NativeReader(url), records)}
+    catalog = Catalog(":memory:")
+    summary = index_store(catalog, url, check="structure")
+    assert summary.verify is not None and summary.verify.checked == len(records)
+    rows = store_findings(catalog, summary.store.store_id, "structure")
+    assert {(r["check"], r["checkpoint_id"]) for r in rows if r["depth"] == "structure"} == expected
+    with catalog.connect() as con:
+        statuses = dict(con.execute("SELECT checkpoint_id, status FROM checkpoints").fetchall())
+    assert statuses["never"] == "incomplete" and statuses["escape"] == "corrupt"
+    assert statuses["nested"] == statuses["dotted"] == "ok"
+
+
+class _CompactedUnderneath(NativeReader):
+    """A reader whose first ``times`` reads of a part find it gone: each time a real writer
+    saves and compacts first, so the catalog really changed under the listing."""
+
+    def __init__(self, url: str, times: int) -> None:
+        super().__init__(url)
+        self.times, self.writer = times, NativeWriter(url)
+
+    def _parts(self, names, findings):
+        if self.times > 0:
+            self.times -= 1
+            self.writer.save("busy", {"n": self.times})
+            self.writer.compact()
+        return super()._parts(names, findings)
+
+
+def test_reading_during_compactions_retries_while_the_catalog_keeps_changing(tmp_path: Path) -> None:
+    from lastgood import limits
+
+    url = str(tmp_path / "s")
+    write_store(url, runs=1, steps=3)
+    NativeWriter(url).compact()
+    reader = _CompactedUnderneath(url, times=15)  # more than the 10 attempts there used to be
+    scan, records = scan_records(reader)
+    assert reader.times == 0 and scan.full
+    assert len(records) == 3 + 15 and len({r.checkpoint_id for r in records}) == len(records)
+
+    class Stuck(NativeReader):  # a listed part that can never be read, the listing unchanged
+        attempts = 0
+
+        def _parts(self, names, findings):
+            Stuck.attempts += 1
+            raise FileNotFoundError(names[0] if names else "part")
+
+    with pytest.raises(ReaderError, match="kept changing"):
+        Stuck(url).scan()
+    assert Stuck.attempts == limits.SNAPSHOT_STALLED + 1
