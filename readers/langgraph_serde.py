@@ -28,6 +28,7 @@ import os
 import pickletools
 import threading
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from typing import Any
 
 import msgpack
@@ -113,7 +114,35 @@ def decode_typed(type_: str | None, data: bytes | None, *, aes_key: bytes | None
     decoder = _DECODERS.get(type_)
     if decoder is None:
         raise DecodeError(f"unknown serialization type {str(type_)[:40]!r}", Check.UNKNOWN_CODEC)
+    if type_ == "msgpack":
+        value = _fast_msgpack(payload)
+        if value is not _EXACT:
+            return value
     return _bounded(decoder(payload), len(payload))
+
+
+_EXACT = object()  # the fast decode cannot answer: take the exact path
+_PLAIN_KEY_TYPES = frozenset((str, int, float, bool, type(None)))
+
+
+def _fast_msgpack(payload: bytes) -> Any:
+    """``decode_msgpack`` + ``_bounded`` when that is certain to give the same value: msgpack
+    builds the maps in C (no ``_pairs_as_dict`` per map) and the bounds walk also collects
+    the key types; only keys the exact path keeps as they are (text, numbers, booleans,
+    None) count. Anything else — an error, a bound exceeded, a bytes or unhashable key —
+    is ``_EXACT``, and the exact path decides (with its messages)."""
+    from lastgood.readers import validate
+
+    try:
+        value = msgpack.unpackb(payload, **_FAST_OPTIONS)
+    except Exception:  # noqa: BLE001 - the exact path names the problem
+        return _EXACT
+    keys: set[type] = set()
+    try:
+        validate.check_state(value, "value", len(payload), key_types=keys)
+    except validate.Invalid:
+        return _EXACT
+    return value if keys <= _PLAIN_KEY_TYPES else _EXACT
 
 
 def _bounded(value: Any, size: int) -> Any:
@@ -213,6 +242,18 @@ def _skip_ext(code: int, payload: bytes) -> None:
 
 
 def _ext_hook(code: int, payload: bytes) -> Any:
+    return _ext_value(code, payload, _unpack)
+
+
+def _ext_hook_fast(code: int, payload: bytes) -> Any:
+    return _ext_value(code, payload, _unpack_fast)
+
+
+def _unpack_fast(data: bytes) -> Any:
+    return msgpack.unpackb(data, **_FAST_OPTIONS)
+
+
+def _ext_value(code: int, payload: bytes, unpack: Callable[[bytes], Any]) -> Any:
     if code == EXT_NUMPY_ARRAY:
         return _numpy_summary(payload)
     if not 0 <= code <= EXT_DELTA_SNAPSHOT:
@@ -222,7 +263,7 @@ def _ext_hook(code: int, payload: bytes) -> Any:
         raise _Problem(f"extension types nested deeper than {MAX_EXT_DEPTH} levels")
     _EXT_DEPTH.value = depth + 1
     try:
-        inner = _unpack(payload)
+        inner = unpack(payload)
     except _Problem as exc:
         inner_problem = str(exc)
         if not inner_problem.startswith("ext type"):  # name the innermost extension only
@@ -255,7 +296,8 @@ def _is_name(value: Any) -> bool:
 
 
 def _with_fields(type_name: str, fields: Any) -> dict[str, Any]:
-    if isinstance(fields, dict) and all(isinstance(k, str) and not k.startswith("$") for k in fields):
+    if isinstance(fields, dict) and set(map(type, fields)) <= {str} \
+            and not any(map(str.startswith, fields, repeat("$"))):
         return {"$type": type_name, **fields}
     return {"$type": type_name, "value": fields}
 
@@ -297,6 +339,7 @@ _UNPACK_OPTIONS: dict[str, Any] = {
     "raw": False, "strict_map_key": False, "ext_hook": _ext_hook, "timestamp": 3,
     "object_pairs_hook": _pairs_as_dict,
 }
+_FAST_OPTIONS: dict[str, Any] = {"raw": False, "strict_map_key": False, "ext_hook": _ext_hook_fast, "timestamp": 3}
 
 
 # --- legacy json -------------------------------------------------------------

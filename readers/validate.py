@@ -356,13 +356,14 @@ _PLAIN_TYPES = frozenset((dict, list, tuple, str, bytes, int, float, bool, type(
 _KINDS = (dict, list, tuple, str, bytes)
 
 
-def measure(value: Any, budget: int = limits.MAX_STATE_COST,
-            depth_limit: int | None = None) -> tuple[int, bool]:
+def measure(value: Any, budget: int = limits.MAX_STATE_COST, depth_limit: int | None = None,
+            key_types: set[type] | None = None) -> tuple[int, bool]:
     """(``value``'s cost, whether containers nest deeper than ``depth_limit``).
 
     The cost is exact up to ``budget``; past it the walk stops (the result is then
     only known to be over the budget, and levels below are not looked at: shared
-    sub-objects cannot make it walk without end)."""
+    sub-objects cannot make it walk without end). ``key_types`` collects the types
+    of the dict keys walked (a decoder checks its keys on the same walk)."""
     total, depth, level = 0, 0, [value]
     while level:
         total += len(level)
@@ -378,6 +379,8 @@ def measure(value: Any, budget: int = limits.MAX_STATE_COST,
             return total, True
         dicts = list(compress(level, map(is_, types, repeat(dict)))) if has_dict else []
         total += sum(map(len, dicts))
+        if key_types is not None and dicts:
+            key_types.update(map(type, chain.from_iterable(dicts)))
         if total > budget:
             break
         children: Iterable[Any] = chain.from_iterable(map(dict.values, dicts))
@@ -422,18 +425,19 @@ def cost(value: Any, budget: int = limits.MAX_STATE_COST) -> int:
 _last_checked: tuple[Any, int] | None = None
 
 
-def check_state(value: Any, what: str = "state", encoded_bytes: int | None = None) -> None:
+def check_state(value: Any, what: str = "state", encoded_bytes: int | None = None,
+                key_types: set[type] | None = None) -> None:
     """Invalid (TOO_DEEP / TOO_LARGE) when a decoded state is beyond the bounds.
 
     One walk (``measure``) answers both. ``encoded_bytes`` (the payload's size)
     skips it when it cannot fail: every level of nesting and every value takes
     at least one byte to encode, and a decoded value costs at most
-    ``COST_PER_BYTE`` per encoded byte."""
+    ``COST_PER_BYTE`` per encoded byte. ``key_types``: as ``measure`` (always walked then)."""
     global _last_checked
-    if encoded_bytes is not None and encoded_bytes <= limits.MAX_DEPTH \
+    if encoded_bytes is not None and encoded_bytes <= limits.MAX_DEPTH and key_types is None \
             and encoded_bytes * COST_PER_BYTE <= limits.MAX_STATE_COST:
         return
-    total, too_deep = measure(value, limits.MAX_STATE_COST, limits.MAX_DEPTH)
+    total, too_deep = measure(value, limits.MAX_STATE_COST, limits.MAX_DEPTH, key_types)
     if too_deep:
         raise Invalid(f"{what} is nested deeper than {limits.MAX_DEPTH} levels", Check.TOO_DEEP)
     if total > limits.MAX_STATE_COST:

@@ -289,3 +289,53 @@ def test_deep_nesting_is_a_decode_error() -> None:
     with pytest.raises(DecodeError, match="json:"):
         decode_typed("json", "[" * 100_000)
     assert decode_typed("json", '{"text": "column"}') == {"text": "column"}
+
+
+# --- the fast msgpack path (maps built in C, keys checked on the bounds walk) -------------
+
+any_keys = st.one_of(st.text(max_size=6), st.integers(-3, 3), st.booleans(), st.none(), st.binary(max_size=4),
+                     st.floats(allow_nan=False, width=32))
+keyed_data = st.recursive(
+    plain_scalars,
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(any_keys, children, max_size=4)
+    | st.builds(lambda v: msgpack.ExtType(0, msgpack.packb(["uuid", "UUID", v])), st.text(max_size=4))
+    | st.builds(lambda v: msgpack.ExtType(5, msgpack.packb(["m", "C", v])), children)
+    | st.builds(lambda v: msgpack.ExtType(42, v), st.binary(max_size=6)),
+    max_leaves=30,
+)
+
+
+def _exact(data: bytes) -> Any:
+    """The exact path: every map through ``_pairs_as_dict``, then the bounds."""
+    from lastgood.readers import langgraph_serde as serde
+
+    return serde._bounded(serde.decode_msgpack(data), len(data))
+
+
+def _outcome(decode: Any, data: bytes) -> tuple[str, Any]:
+    try:
+        return "value", decode(data)
+    except DecodeError as exc:
+        return "error", (str(exc), exc.check)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keyed_data, st.binary(max_size=3))
+def test_fast_msgpack_decoding_equals_the_exact_path(value: Any, noise: bytes) -> None:
+    """bytes keys, keys that collide once decoded, ext values as keys and damage all give the
+    exact path's value or error."""
+    data = msgpack.packb(value, use_bin_type=True)
+    big = msgpack.packb([value, "x" * 300], use_bin_type=True)  # past the small-payload shortcut
+    for payload in (data, big, big[:-1], data + noise):
+        assert _outcome(lambda d: decode_typed("msgpack", d), payload) == _outcome(_exact, payload)
+
+
+def test_fast_msgpack_keys_that_are_not_plain_take_the_exact_path() -> None:
+    data = msgpack.packb({b"k": 1, "k2": {(1, 2): 3}, "pad": "x" * 300}, use_bin_type=True)
+    assert decode_typed("msgpack", data) == {"k": 1, "k2": {"[1, 2]": 3}, "pad": "x" * 300}
+    too_deep = msgpack.packb({"pad": "x" * 300, "v": [[[[0]]]]})
+    for _ in range(250):
+        too_deep = msgpack.packb([msgpack.ExtType(42, b""), msgpack.unpackb(too_deep, strict_map_key=False)])
+    with pytest.raises(DecodeError, match="nested deeper than"):
+        decode_typed("msgpack", too_deep)
