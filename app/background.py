@@ -160,6 +160,19 @@ def _one_line(exc: Any) -> str:
     return redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
+def cancel_all(timeout: float = 10.0) -> None:
+    """Cancel every running job and wait (up to ``timeout`` in all) for their threads, which stop
+    their worker processes: the server's shutdown leaves no process behind."""
+    with _lock:
+        running = [j for j in _jobs.values() if j.running]
+    for job in running:
+        job.cancel()
+    deadline = time.monotonic() + timeout
+    for job in running:
+        if job.thread is not None:
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+
+
 def wait(index_path: str, url: str, timeout: float = 60.0) -> VerifyJob | None:
     """Block until the store's job finishes (tests, scripts)."""
     current = job(index_path, url)

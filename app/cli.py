@@ -12,16 +12,14 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from lastgood import output, queries
 from lastgood.catalog import Catalog
 from lastgood.config import Settings, check_port, load_settings
 from lastgood.errors import LastgoodError, as_fault
-from lastgood.readers.registry import display_url
 from lastgood.show import show_checkpoint
-from lastgood.stores import CHECK_DEPTHS, data_pending, index_store, normalize_url, open_catalog
+from lastgood.stores import CHECK_DEPTHS, data_pending, index_store, open_catalog, open_store
 from lastgood.verify import store_findings
 
 
@@ -145,43 +143,44 @@ def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     check_port(args.host, args.port)  # a busy or invalid port: one line, exit 2, before any work
+    from lastgood import serve
+
+    urls, had_secret = serve.public_urls(args.stores, settings.home)
+    if had_secret:  # secrets stay in the home's private credentials file, never in argv
+        _reexec_ui(args, settings, urls)
     catalog = _catalog(settings)
-    public_urls = []
-    for url in args.stores:
-        if known := _known_store(catalog, url):  # a reopen: the dashboard refreshes it on first view
-            public_urls.append(known)
-            continue
-        label = f"indexing {display_url(normalize_url(url))}"
-        # structure only: the dashboard opens at once; data checks run there in the background
-        summary = index_store(catalog, url, reader_name=args.reader, check="structure",
-                              progress=_progress(fmt, label))
-        public_urls.append(summary.store.url)  # secrets stay in the home's private credentials file
-    catalog.close()  # the dashboard process opens the index itself: don't hold its lock
-    env = dict(os.environ, LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=json.dumps(public_urls))
-    env.setdefault("LASTGOOD_BACKGROUND_CHECK", "1")  # blobs never read get a data check in the background
+    for url in urls:
+        if url not in queries.indexed_stores(catalog):  # a never-seen store: fail here, one line
+            open_store(catalog, url, args.reader).reader.close()
+    catalog.close()  # the start-up refresh and the pages open the index as they need it
+    os.environ.update(LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=json.dumps(urls))
+    os.environ.setdefault("LASTGOOD_BACKGROUND_CHECK", "1")  # never-read blobs: checked in the background
     if args.allow_write:
-        env["LASTGOOD_ALLOW_WRITE"] = "1"
+        os.environ["LASTGOOD_ALLOW_WRITE"] = "1"
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         output.warn(f"serving on {args.host}: anyone who can reach it can read these stores; "
                     "put a login in front of it (docs/security.md)")
-    entry = Path(__file__).with_name("streamlit_app.py")
-    command = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.address", args.host,
-               "--server.port", str(args.port), "--server.headless", "true",
-               "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
-               "--server.fileWatcherType", "none"]
+    # structure only, beside the server's start-up: data checks run in the dashboard's background
+    serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader)
     output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
+    serve.import_pandas_first()
+    serve.quiet_cache_warning()
+    from lastgood.ui import server
+
+    server.run(args.host, args.port)  # returns when SIGTERM/SIGINT stopped the server
+    serve.shutdown()  # ends the process at once: daemon threads (a background check) stop with it
+    return 0  # pragma: no cover - shutdown does not return
+
+
+def _reexec_ui(args: argparse.Namespace, settings: Settings, urls: list[str]) -> None:
+    """Start this command again with public URLs only (the typed secret leaves the command line)."""
+    argv = [sys.executable, "-m", "lastgood", "ui", *urls, "--port", str(args.port), "--host", args.host,
+            "--home", str(settings.home)]
+    argv += ["--allow-write"] if args.allow_write else []
+    argv += ["--reader", args.reader] if args.reader else []
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, command, env)  # become the server: signals reach Streamlit directly
-    return 0  # pragma: no cover - execve does not return
-
-
-def _known_store(catalog: Catalog, url: str) -> str | None:
-    """The public URL of a store the index already holds (None for a never-seen one)."""
-    from lastgood.credentials import split_url
-
-    public = split_url(normalize_url(url))[0]
-    return public if public in queries.indexed_stores(catalog) else None
+    os.execv(sys.executable, argv)
 
 
 COMMANDS: dict[str, Handler] = {

@@ -1,4 +1,8 @@
-"""Overview: what is in this store, what is damaged, what it costs, what to do next."""
+"""Overview: what is in this store, what is damaged, what it costs, what to do next.
+
+Drawn in the order it can be known: the numbers and the status chart (one cheap query) go to the
+browser first, so Chromium loads the charting code while the other queries run; the suggested
+actions fill the box reserved for them above the charts."""
 
 import streamlit as st
 
@@ -9,8 +13,7 @@ ref = ui.store_picker()
 if ref is None:
     st.stop()
 st.caption(f"Store {ui.code(ref.display)}")
-data = ui.overview_data(ref)
-o = data.overview
+o = ui.overview_numbers(ref)
 
 if o.checkpoints == 0:
     st.info("No checkpoints in this store yet. Agents add them with `NativeWriter.save(...)` "
@@ -20,12 +23,15 @@ if o.checkpoints == 0:
 ui.render_kpis(o)
 
 st.subheader("Suggested actions")
-ui.render_actions(data.actions)
-
+actions_box = st.empty()
 left, right = st.columns(2)
 with left:
     st.subheader("Checkpoints by status")
     st.plotly_chart(ui.status_figure(o.by_status), key="status-chart")
+
+data = ui.overview_data(ref, o)
+with actions_box.container():
+    ui.render_actions(data.actions)
 with right:
     st.subheader("Storage growth by agent")
     if data.growth.empty:

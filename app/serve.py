@@ -1,0 +1,136 @@
+"""``lastgood ui`` in one process: the stores are refreshed in a thread while Streamlit starts.
+
+The command used to index every store, then exec a second interpreter running
+``streamlit run``: every import was paid twice and the server only began to
+start once the index was done. Now the command's own interpreter serves the
+dashboard (:mod:`lastgood.ui.server` starts Streamlit's server in the main
+thread, which keeps the signal handlers), and each store given on the command
+line is refreshed at structure depth by one background thread started first.
+The dashboard's first page waits for that refresh (:func:`take_startup_refresh`)
+instead of starting its own. No streamlit here.
+
+A URL holding a secret never reaches the process's command line for long: the
+command keeps the secret in the home's credentials file and re-executes itself
+with public URLs only (:func:`public_urls`) before doing anything else.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lastgood.credentials import Vault, split_url
+
+
+CACHE_LOGGER, NO_RUNTIME = "streamlit.runtime.caching.cache_data_api", "No runtime found"
+
+
+@dataclass
+class StartupRefresh:
+    """One store's refresh by the start-up thread (read by the first page that shows it)."""
+
+    url: str
+    done: threading.Event = field(default_factory=threading.Event)
+    store_id: int | None = None
+    changed: bool = False
+    error: Exception | None = None
+    seconds: float = 0.0
+
+
+_refreshes: dict[tuple[str, str], StartupRefresh] = {}
+_lock = threading.Lock()
+
+
+def refresh_in_background(index_path: str, urls: Sequence[str], *, reader_name: str | None = None,
+                          check: str = "structure") -> threading.Thread:
+    """Refresh ``urls`` (public URLs) one after another in a daemon thread; returns the thread."""
+    pending = [StartupRefresh(url) for url in urls]
+    with _lock:
+        _refreshes.update({(index_path, r.url): r for r in pending})
+    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check),
+                              daemon=True, name="lastgood-startup-index")
+    thread.start()
+    return thread
+
+
+def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
+                 check: str) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.stores import index_store
+
+    catalog = None
+    try:
+        catalog = Catalog(index_path, keep_open=False)
+        for refresh in pending:
+            started = time.perf_counter()
+            try:
+                summary = index_store(catalog, refresh.url, reader_name=reader_name, check=check)
+                refresh.store_id, refresh.changed = summary.store.store_id, summary.refresh.changed
+            except Exception as exc:  # noqa: BLE001 - shown on the page that waits for it
+                refresh.error = exc
+            finally:
+                refresh.seconds = time.perf_counter() - started
+                refresh.done.set()
+    except Exception as exc:  # noqa: BLE001 - the index itself failed to open: every store says so
+        for refresh in pending:
+            if not refresh.done.is_set():
+                refresh.error = exc
+                refresh.done.set()
+
+
+def take_startup_refresh(index_path: str, url: str) -> StartupRefresh | None:
+    """The start-up refresh of ``url``, once: the first page session uses it (later sessions
+    refresh the store themselves); None when the command did not refresh it."""
+    with _lock:
+        return _refreshes.pop((index_path, url), None)
+
+
+def import_pandas_first() -> None:
+    """Import pandas in the calling (main) thread, after the start-up refresh began and before
+    Streamlit is imported. DuckDB imports pandas from C in the refresh thread, while Streamlit's
+    import peeks at ``sys.modules["pandas"]`` (plotly's optional import): without this, the main
+    thread can see a half-imported pandas and fail. The import system makes the refresh thread
+    wait for this import instead."""
+    import pandas  # noqa: F401
+
+
+def quiet_cache_warning() -> None:
+    """lastgood.ui declares its cached queries when imported, here before Streamlit's runtime
+    exists (the server starts after the import); Streamlit then logs "No runtime found, using
+    MemoryCacheStorageManager" for each, though the caches are made by the runtime on first call.
+    Drop that one message (a logging filter: no streamlit import here)."""
+    import logging
+
+    logging.getLogger(CACHE_LOGGER).addFilter(lambda record: NO_RUNTIME not in record.getMessage())
+
+
+def shutdown(code: int = 0) -> None:
+    """After the server stopped: cancel background checks (their worker processes end), then
+    end the process without waiting on daemon threads or finalizing cached index connections."""
+    import os
+    import sys
+
+    from lastgood import background
+
+    background.cancel_all()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def public_urls(stores: Sequence[str], home: str | Path) -> tuple[list[str], bool]:
+    """Each store URL as the index names it, without its secret (kept in the home's credentials
+    file), and whether any URL held one."""
+    from lastgood.stores import normalize_url
+
+    urls, secret = [], False
+    for url in stores:
+        full = normalize_url(url)
+        public, had_secret = split_url(full)
+        if had_secret:
+            public, secret = Vault(home).remember(full), True
+        urls.append(public)
+    return urls, secret
