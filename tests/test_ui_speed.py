@@ -1,0 +1,181 @@
+"""What makes ``lastgood ui`` open fast (issue #8), as behaviour rather than wall-clock thresholds.
+
+- the command serves from its own process (no second interpreter running ``streamlit run``);
+- the stores are refreshed by a start-up thread and the first page uses that refresh instead of
+  indexing the store again (later sessions refresh it themselves);
+- the Overview sends its numbers and the status chart before running its other queries;
+- a store that cannot be opened, or a URL with a secret, still gives one line and exit 2;
+- Streamlit's component-manifest scan is skipped, background checks are cancelled at shutdown.
+
+Real native stores (tests/helpers.write_store), real AppTest runs and the real console script.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lastgood import background, queries, serve, ui
+from lastgood.catalog import Catalog
+from lastgood.errors import LastgoodError
+from lastgood.stores import normalize_url
+from tests.fixtures_browser import free_port, group_pids, stop_group, wait_for_health
+from tests.helpers import lastgood_cli, write_store
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = str(ROOT / "app" / "streamlit_app.py")
+RUNS, STEPS = 2, 6
+
+
+@pytest.fixture()
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """A never-seen native store and an empty home, as the dashboard's environment names them."""
+    url = normalize_url(str(tmp_path / "store"))
+    write_store(url, runs=RUNS, steps=STEPS)
+    home = tmp_path / "home"
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", url)
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    monkeypatch.delenv("LASTGOOD_BACKGROUND_CHECK", raising=False)
+    return url, home
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_first_page_uses_the_startup_refresh_instead_of_indexing_again(store, monkeypatch) -> None:
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    thread = serve.refresh_in_background(index_path, [url])
+    assert thread.daemon and thread.name == "lastgood-startup-index"
+    calls: list[str] = []
+    real_index_store = ui.index_store
+    monkeypatch.setattr(ui, "index_store", lambda c, u, **k: calls.append(u) or real_index_store(c, u, **k))
+
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"
+    assert calls == []  # the start-up thread's refresh was used, not a second one
+    assert serve.take_startup_refresh(index_path, url) is None  # taken by that first session
+
+    again = AppTest.from_file(ENTRY, default_timeout=60).run()  # a later session refreshes itself
+    assert _metrics(again)["Checkpoints"] == f"{RUNS * STEPS}"
+    assert calls == [url]
+
+
+def test_a_failed_startup_refresh_is_shown_by_the_page(tmp_path: Path, monkeypatch) -> None:
+    missing = normalize_url(str(tmp_path / "no-such-store"))
+    home = tmp_path / "home"
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", missing)
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    serve.refresh_in_background(index_path, [missing]).join(30)
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception
+    assert any("no-such-store" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_overview_sends_numbers_and_status_chart_before_its_other_queries(store, monkeypatch) -> None:
+    url, home = store
+    from lastgood.config import load_settings
+    from lastgood.stores import index_store
+
+    index_store(Catalog(load_settings().index_path), url, check="structure")
+
+    def runs_fail(*args: object) -> None:
+        raise LastgoodError("the runs query failed")
+
+    monkeypatch.setitem(ui.QUERIES, "runs", runs_fail)
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert [e.value for e in at.error] == ["the runs query failed"]
+    assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"  # already on the page
+    assert len(at.get("plotly_chart")) == 1  # the status chart too; the growth chart never came
+
+
+def test_startup_refresh_is_taken_once_and_reports_what_it_did(store) -> None:
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    serve.refresh_in_background(index_path, [url]).join(60)
+    refresh = serve.take_startup_refresh(index_path, url)
+    assert refresh is not None and refresh.done.is_set() and refresh.error is None
+    assert refresh.changed and refresh.store_id == queries.indexed_stores(Catalog(index_path))[url]
+    assert serve.take_startup_refresh(index_path, url) is None
+
+
+def test_public_urls_keep_secrets_out_of_the_command_line(tmp_path: Path) -> None:
+    urls, had_secret = serve.public_urls(["postgresql://me:Sekret-9@db.example/x", str(tmp_path)],
+                                         tmp_path / "home")
+    assert urls == ["postgresql://me@db.example/x", str(tmp_path)]
+    assert had_secret
+    assert "Sekret-9" in (tmp_path / "home" / "credentials.json").read_text()
+    assert serve.public_urls([str(tmp_path)], tmp_path / "home") == ([str(tmp_path)], False)
+
+
+def test_ui_serves_from_its_own_process(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    write_store(url, runs=1, steps=3)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LASTGOOD_")}
+    env["LASTGOOD_HOME"] = str(tmp_path / "home")
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("lastgood")), "ui", url, "--port", str(port)],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", proc, 90)
+        assert group_pids(proc.pid) == [proc.pid]  # one process: no second interpreter
+        argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"ui" in argv and b"streamlit" not in b" ".join(argv)  # not exec'd into `streamlit run`
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        stop_group(proc)
+
+
+def test_ui_on_a_store_that_cannot_be_opened_is_one_line_exit_2(tmp_path: Path) -> None:
+    done = lastgood_cli("ui", str(tmp_path / "nothing-here"), "--port", str(free_port()),
+                        home=tmp_path / "home")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_ui_with_a_password_in_the_url_reexecutes_without_it(tmp_path: Path) -> None:
+    # nothing listens on port 1: opening the store fails after the re-exec, one line, exit 2
+    done = lastgood_cli("ui", "postgresql://me:Pw-in-argv-3@127.0.0.1:1/db", "--port", str(free_port()),
+                        home=tmp_path / "home")
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "Pw-in-argv-3" not in done.stderr + done.stdout
+    assert "Pw-in-argv-3" in (tmp_path / "home" / "credentials.json").read_text()
+
+
+def test_component_manifest_scan_is_skipped(monkeypatch) -> None:
+    from streamlit.components.v2 import manifest_scanner
+
+    from lastgood.ui import server
+
+    monkeypatch.setattr(manifest_scanner, "scan_component_manifests", manifest_scanner.scan_component_manifests)
+    assert server.skip_component_scan()
+    assert manifest_scanner.scan_component_manifests() == []
+
+
+def test_cancel_all_stops_background_checks(store) -> None:
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    job = background.start(index_path, url, "data", delay=60)  # waiting before its work
+    started = time.monotonic()
+    background.cancel_all(timeout=20)
+    assert time.monotonic() - started < 20
+    assert job.thread is not None and not job.thread.is_alive()
+    assert job.state == "cancelled"
