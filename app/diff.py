@@ -248,6 +248,12 @@ def _delta(x: Any, y: Any) -> int | float | None:
 
 # ---------------------------------------------------------------- fingerprints
 
+# marshal format 2: bytes that depend on content only. From format 3 on, marshal writes a
+# back-reference for an object it meets twice (any object referenced elsewhere too), so
+# equal values shared differently (two decodes of one message) would marshal differently.
+MARSHAL_VERSION = 2
+
+
 class _Fingerprints:
     """Content fingerprints, cached by id(): ``marshal`` bytes (C speed; equal bytes mean equal
     content, types included) or, when marshal cannot (nesting beyond its depth limit, types it
@@ -262,7 +268,7 @@ class _Fingerprints:
         if hit is not None and hit[0] is value:
             return hit[1]
         try:
-            key: Any = marshal.dumps(value)
+            key: Any = marshal.dumps(value, MARSHAL_VERSION)
         except (ValueError, RecursionError):
             key = self._slow(value)
         if isinstance(value, (dict, list, tuple)):
@@ -282,7 +288,8 @@ class _Fingerprints:
         if all(same):
             return same
         try:
-            return list(map(eq, map(marshal.dumps, xs), map(marshal.dumps, ys)))
+            version = repeat(MARSHAL_VERSION)
+            return list(map(eq, map(marshal.dumps, xs, version), map(marshal.dumps, ys, version)))
         except (ValueError, RecursionError):
             return [self.equal(p, q) for p, q in zip(xs, ys)]
 
@@ -318,7 +325,7 @@ class _Fingerprints:
         if isinstance(value, (dict, list, tuple)):
             return str(self._cache[id(value)][1])
         try:
-            return marshal.dumps(value).hex()
+            return marshal.dumps(value, MARSHAL_VERSION).hex()
         except ValueError:
             return f"{type(value).__name__}:{value!r}"
 

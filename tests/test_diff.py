@@ -362,3 +362,18 @@ def test_redaction_anchors_survive_json_escaping():
     result = diff_states({"messages": []}, {"messages": changes})
     assert "ghp_" not in json.dumps(result.to_dict())
     assert result.changes[0].new == changes[0]
+
+
+def test_equal_values_fingerprint_equal_however_their_parts_are_shared():
+    """Two decodes of one message share their strings differently; marshal's format 3+
+    would write back-references for the shared ones and tell them apart."""
+    from lastgood.diff import _Fingerprints
+
+    text = "".join(["tool ", "result"])
+    shared = [{"content": text, "name": text}, text]
+    separate = [{"content": "".join(["tool ", "result"]), "name": "".join(["tool ", "res", "ult"])},
+                "".join(["tool", " result"])]
+    fps = _Fingerprints()
+    assert fps.of(shared) == fps.of(separate)
+    assert fps.equal_each([shared], [separate]) == [True]
+    assert diff_states({"xs": [shared, 1]}, {"xs": [separate, 1]}).changes == []
