@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lastgood import ui
+from lastgood.ui import server
 from lastgood.pages import page_path
 
 st.set_page_config(page_title="Lastgood", page_icon=":material/history:", layout="wide")
@@ -13,5 +13,5 @@ page = st.navigation([
     st.Page(page_path("diff"), title="Diff", icon=":material/difference:"),
     st.Page(page_path("recovery"), title="Recovery", icon=":material/restore:"),
 ])
-with ui.page_run():  # the index held open for the run; the sidebar's background check after the page
+with server.page_run():  # the index held open for the run; the sidebar's background check after the page
     page.run()

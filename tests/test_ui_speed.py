@@ -179,3 +179,32 @@ def test_cancel_all_stops_background_checks(store) -> None:
     assert time.monotonic() - started < 20
     assert job.thread is not None and not job.thread.is_alive()
     assert job.state == "cancelled"
+
+
+def test_a_known_store_is_shown_at_once_while_the_startup_refresh_runs(store, monkeypatch) -> None:
+    import threading
+
+    import lastgood.stores
+
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    lastgood.stores.index_store(Catalog(index_path), url, check="structure")  # indexed before: a reopen
+    release = threading.Event()
+    real_index_store = lastgood.stores.index_store
+
+    def slow_index_store(*args, **kwargs):
+        release.wait(60)
+        return real_index_store(*args, **kwargs)
+
+    monkeypatch.setattr(lastgood.stores, "index_store", slow_index_store)
+    thread = serve.refresh_in_background(index_path, [url])
+    try:
+        at = AppTest.from_file(ENTRY, default_timeout=60).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"  # not waiting for the refresh
+        assert any("Looking for new checkpoints" in c.value for c in at.sidebar.caption)
+        assert thread.is_alive()
+    finally:
+        release.set()
+        thread.join(60)
+    assert not thread.is_alive()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -184,61 +183,13 @@ def store_picker() -> StoreRef | None:
             ref = None
         _show_last_error()
         if ref is not None:
-            _sidebar_check_after_page(st.container(), ref)
+            from lastgood.ui import server  # the dashboard process's page-run hooks (imports this module)
+
+            server.sidebar_check_after_page(st.container(), ref)
     if ref is None:
         st.info("No store selected. Add one in the sidebar: a folder, `file://…`, `memory://…`, "
                 "`s3://bucket/prefix`, a LangGraph SQLite file or a `postgresql://` DSN.")
     return ref
-
-
-# ---- one page run (the router wraps every page in these) -----------------------------------
-
-_run = threading.local()  # each page run has its own script thread
-
-
-@contextmanager
-def page_run() -> Iterator[None]:
-    """Around one page run: the index stays open (every query of the run shares one open of the
-    file, instead of ~40 ms to open it per query), and the sidebar's background data check is
-    started after the page's own content (so it never delays the first paint)."""
-    _run.after = None
-    held = _hold_index()
-    try:
-        yield
-    finally:
-        try:
-            _run_after_page()
-        finally:
-            if held is not None:
-                held.close()
-
-
-def _hold_index() -> Catalog | None:
-    try:
-        return Catalog(load_settings().index_path)  # keep_open: closed when the run ends
-    except (LastgoodError, OSError):  # the store picker shows why the index cannot be opened
-        return None
-
-
-def _sidebar_check_after_page(slot: Any, ref: StoreRef) -> None:
-    if hasattr(_run, "after"):  # inside page_run: after the page's content
-        _run.after = (slot, ref)
-        return
-    _sidebar_check(slot, ref)  # a page run on its own: at once
-
-
-def _run_after_page() -> None:
-    after = getattr(_run, "after", None)
-    del _run.after  # outside page_run again
-    if after is not None:
-        _sidebar_check(*after)
-
-
-def _sidebar_check(slot: Any, ref: StoreRef) -> None:
-    from lastgood.ui import integrity as ui_integrity  # the background data check and its progress (imports this module)
-
-    with slot:
-        ui_integrity.sidebar_check(ref)
 
 
 def _write_badge(allow_write: bool) -> None:
@@ -314,32 +265,18 @@ def _ensure_indexed(catalog: Catalog, index_path: str, url: str, allow_write: bo
     known = queries.indexed_stores(catalog)
     if url not in refreshed:
         refreshed.add(url)
-        if _startup_refreshed(index_path, url) or _index(catalog, url) is not None:
+        from lastgood.ui import server  # imports this module
+
+        startup = serve.take_startup_refresh(index_path, url)
+        if startup is not None and url in known and not startup.done.is_set():
+            server.follow_startup_refresh(startup)  # a reopen: the index as it is, updated after
+        elif server.startup_refreshed(startup) or _index(catalog, url) is not None:
             known = queries.indexed_stores(catalog)
         elif url in known:
             st.session_state[ERROR_KEY] += " — showing the index as it was when last read."
     if url not in known:
         return None
     return StoreRef(index_path, url, known[url], allow_write)
-
-
-def _startup_refreshed(index_path: str, url: str) -> bool:
-    """Whether ``lastgood ui``'s start-up thread refreshed ``url`` (lastgood.serve): the first
-    session waits for it instead of refreshing again; False when it did not (or failed: the
-    page then indexes the store itself and shows why it cannot)."""
-    startup = serve.take_startup_refresh(index_path, url)
-    if startup is None:
-        return False
-    if not startup.done.is_set():
-        holder = st.empty()
-        with holder.status(f"Indexing {display_url(url)}…"):
-            startup.done.wait()
-        holder.empty()
-    if startup.error is not None:
-        return False
-    if startup.changed:
-        clear_query_caches()
-    return True
 
 
 def _index(catalog: Catalog, url: str) -> int | None:

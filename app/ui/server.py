@@ -1,14 +1,28 @@
-"""Streamlit's server, started in the interpreter of ``lastgood ui`` (see lastgood.serve).
+"""The dashboard's process: Streamlit's server started in ``lastgood ui``'s own interpreter, and
+the hooks around each page run (see lastgood.serve).
 
 ``streamlit run`` is a thin shell over :func:`streamlit.web.bootstrap.run`: it loads the config
 options given as flags, then runs the server's event loop in the main thread, where it installs
 its SIGTERM/SIGINT/SIGQUIT handlers (they stop the server; :func:`run` then returns). Calling it
 here serves the dashboard without a second interpreter importing everything again.
+
+Around every page run (:func:`page_run`, used by the router) the index stays open and the
+sidebar's background data check starts after the page's content; the first session of a
+store uses the command's start-up refresh (:func:`startup_refreshed`, or
+:func:`follow_startup_refresh` for a store the index already holds).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from lastgood import serve, ui
 
 ENTRY = Path(__file__).resolve().parent.parent / "streamlit_app.py"
 
@@ -54,3 +68,93 @@ def run(host: str, port: int) -> None:
     config._main_script_path = str(ENTRY)  # as `streamlit run` does: config and secrets beside it
     bootstrap.load_config_options(flag_options=flags)
     bootstrap.run(str(ENTRY), False, [], flags)
+
+
+# ---- one page run (the router wraps every page in these) -----------------------------------
+
+_run = threading.local()  # each page run has its own script thread
+
+
+@contextmanager
+def page_run() -> Iterator[None]:
+    """Around one page run: the index stays open (every query of the run shares one open of the
+    file, instead of ~40 ms to open it per query), and the sidebar's background data check is
+    started after the page's own content (so it never delays the first paint)."""
+    _run.after = None
+    held = _hold_index()
+    try:
+        yield
+    finally:
+        try:
+            _run_after_page()
+        finally:
+            if held is not None:
+                held.close()
+
+
+def _hold_index() -> ui.Catalog | None:
+    try:
+        return ui.Catalog(ui.load_settings().index_path)  # keep_open: closed when the run ends
+    except (ui.LastgoodError, OSError):  # the store picker shows why the index cannot be opened
+        return None
+
+
+def sidebar_check_after_page(slot: Any, ref: ui.StoreRef) -> None:
+    if hasattr(_run, "after"):  # inside page_run: after the page's content
+        _run.after = (slot, ref)
+        return
+    _sidebar_check(slot, ref)  # a page run on its own: at once
+
+
+def _run_after_page() -> None:
+    after = getattr(_run, "after", None)
+    del _run.after  # outside page_run again
+    if after is not None:
+        _sidebar_check(*after)
+
+
+def _sidebar_check(slot: Any, ref: ui.StoreRef) -> None:
+    from lastgood.ui import integrity as ui_integrity  # the background data check and its progress
+
+    with slot:
+        ui_integrity.sidebar_check(ref)
+
+
+# ---- the start-up refresh, seen from the first session ---------------------------------------
+
+
+STARTUP_POLL_SECONDS = 0.5
+
+
+@st.fragment(run_every=STARTUP_POLL_SECONDS)
+def follow_startup_refresh(startup: serve.StartupRefresh) -> None:
+    """A store the index already holds is shown at once, never re-listed before the first page;
+    this sidebar note follows the start-up refresh and reruns the page once it is done."""
+    if not startup.done.is_set():
+        shown = ui.md_escape(ui.display_url(startup.url))
+        st.caption(f":material/sync: Looking for new checkpoints in {shown}…")
+        return
+    if startup.error is not None:
+        st.session_state[ui.ERROR_KEY] = (ui.open_error_message(startup.url, startup.error)
+                                          + " — showing the index as it was when last read.")
+    if startup.changed:
+        ui.clear_query_caches()
+    st.rerun()
+
+
+def startup_refreshed(startup: serve.StartupRefresh | None) -> bool:
+    """Whether ``lastgood ui``'s start-up thread refreshed the store (lastgood.serve): the first
+    session waits for it instead of refreshing again; False when it did not (or failed: the
+    page then indexes the store itself and shows why it cannot)."""
+    if startup is None:
+        return False
+    if not startup.done.is_set():
+        holder = st.empty()
+        with holder.status(f"Indexing {ui.display_url(startup.url)}…"):
+            startup.done.wait()
+        holder.empty()
+    if startup.error is not None:
+        return False
+    if startup.changed:
+        ui.clear_query_caches()
+    return True
