@@ -301,7 +301,9 @@ keyed_data = st.recursive(
     | st.dictionaries(any_keys, children, max_size=4)
     | st.builds(lambda v: msgpack.ExtType(0, msgpack.packb(["uuid", "UUID", v])), st.text(max_size=4))
     | st.builds(lambda v: msgpack.ExtType(5, msgpack.packb(["m", "C", v])), children)
-    | st.builds(lambda v: msgpack.ExtType(42, v), st.binary(max_size=6)),
+    | st.builds(lambda v: msgpack.ExtType(42, v), st.binary(max_size=6))
+    | st.builds(lambda v, tail: msgpack.ExtType(5, msgpack.packb(["m", "C", v])[:-1] + tail),
+                children, st.binary(max_size=2)),  # a damaged extension: short, or extra bytes
     max_leaves=30,
 )
 
