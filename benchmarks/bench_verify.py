@@ -15,10 +15,13 @@ Targets (PRODUCT.md):
 * verify on S3: ≥ 5× faster than a loop of sequential GETs of the same objects. The
   endpoint is moto's server (as the tests use), started in its own process; the
   store (``--s3-objects`` small agent states of a few KB, the tests' helper) is
-  written by the real writer. Anchor: a fresh process fetching every blob
-  with ``S3FileSystem.cat_file`` one after another (loop time, imports excluded).
-  Lastgood: ``lastgood verify s3://… --read-data --format json`` (verify phase as
-  reported, and the whole command).
+  written by the real writer. Anchor: a fresh process sending one GET per blob, one
+  after another (``S3FileSystem.cat_file(path, max_concurrency=1)``: no HEAD first;
+  loop time, imports excluded). Lastgood: ``lastgood verify s3://… --read-data
+  --format json`` (verify phase as reported, and the whole command), which also
+  fetches one GET per blob, concurrently (one multi-path ``cat`` per chunk). The
+  server's own CPU time during each (from /proc) shows the floor a single-process
+  server sets: no client finishes the GETs faster than the server can answer them.
 
 The machine may be shared (noted under the tables with the idle CPU share seen).
 """
@@ -73,16 +76,22 @@ for r in range(runs):
 """
 
 SEQUENTIAL_GETS = """
-import json, sys, time
+import json, os, sys, time
 import s3fs
 fs = s3fs.S3FileSystem(endpoint_url=sys.argv[1], key="testing", secret="testing")
 paths = fs.find(sys.argv[2])
-started = time.perf_counter()
-total = sum(len(fs.cat_file(p)) for p in paths)
-sequential = time.perf_counter() - started
-started = time.perf_counter()
-fs.cat(paths)  # what verify does per chunk: one multi-path fetch, fsspec gathers the GETs
-print(json.dumps({"seconds": sequential, "multi_cat": time.perf_counter() - started,
+server = sys.argv[3]
+def server_cpu():
+    fields = open(f"/proc/{server}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+cpu, client, started = server_cpu(), time.process_time(), time.perf_counter()
+total = sum(len(fs.cat_file(p, max_concurrency=1)) for p in paths)  # one GET each, no HEAD
+sequential, sequential_server, sequential_client = (time.perf_counter() - started, server_cpu() - cpu,
+                                                    time.process_time() - client)
+cpu, started = server_cpu(), time.perf_counter()
+fs.cat(paths, max_concurrency=1)  # what verify does per chunk: one multi-path fetch, fsspec gathers the GETs
+print(json.dumps({"seconds": sequential, "server_cpu": sequential_server, "client_cpu": sequential_client,
+                  "multi_cat": time.perf_counter() - started, "multi_cat_server_cpu": server_cpu() - cpu,
                   "objects": len(paths), "bytes": total}))
 """
 
@@ -108,23 +117,35 @@ def local_store(codec: str, runs: int, steps: int) -> Path:
     return store
 
 
-def sha256sum(files: list[Path], processes: int) -> float:
+def sha256sum(files: list[Path], processes: int) -> tuple[float, float]:
+    """(wall, CPU seconds of every process) of ``sha256sum`` over ``files`` in ``processes`` processes."""
+    import resource
+
     listing = "\0".join(str(p) for p in files).encode()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(["xargs", "-0", "-P", str(processes), "-n", str(max(1, len(files) // processes)),
                     "sha256sum"], input=listing, stdout=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def verify(store: str, home: Path, workers: int | None = None,
-           env: dict[str, str] | None = None) -> tuple[float, dict[str, Any]]:
+           env: dict[str, str] | None = None) -> tuple[float, dict[str, Any], float]:
+    """(wall, the JSON report, CPU seconds of the command and its workers)."""
+    import resource
+
     command = [LASTGOOD, "verify", store, "--read-data", "--format", "json"]
     if workers:
         command += ["--workers", str(workers)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     child = run_child(command, extra_env={"LASTGOOD_HOME": str(home), **(env or {})})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if child.returncode not in (0, 1):
         child.check()
-    return child.wall, json.loads(child.stdout)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return child.wall, json.loads(child.stdout), cpu
 
 
 def bench_local(codec: str, runs: int, steps: int, repeat: int) -> list[dict[str, Any]]:
@@ -137,17 +158,20 @@ def bench_local(codec: str, runs: int, steps: int, repeat: int) -> list[dict[str
         usable = len(os.sched_getaffinity(0))
         rows = []
         for workers in sorted({1, 2, usable}):
-            anchor, ours, phase = [], [], []
+            anchor, ours, phase, anchor_cpu, ours_cpu = [], [], [], [], []
             for _ in range(repeat):
                 idle = wait_for_idle(timeout=20)
-                anchor.append(sha256sum(files, workers))
-                wall, report = verify(str(store), home, workers)
+                wall, cpu = sha256sum(files, workers)
+                anchor.append(wall)
+                anchor_cpu.append(cpu)
+                wall, report, cpu = verify(str(store), home, workers)
                 assert report["checked"] == len(files) and report["workers"] == workers, report
                 ours.append(wall)
+                ours_cpu.append(cpu)
                 phase.append(report["seconds"])
             rows.append({"codec": codec, "workers": workers, "files": len(files), "bytes": size,
                          "sha256sum": min(anchor), "lastgood": min(ours), "verify_phase": min(phase),
-                         "idle": idle})
+                         "sha256sum_cpu": min(anchor_cpu), "lastgood_cpu": min(ours_cpu), "idle": idle})
         return rows
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -172,15 +196,24 @@ def bench_s3(runs: int, steps: int) -> dict[str, Any]:
         python_child(WRITE_SMALL, url, str(runs), str(steps), endpoint, str(ROOT)).check()
         verify(url, home, env=env)  # index (the timed runs below read every blob again)
         wait_for_idle(timeout=20)
-        anchor = python_child(SEQUENTIAL_GETS, endpoint, f"{bucket}/agents/blobs", extra_env=env).check().report
-        wall, report = verify(url, home, env=env)
+        anchor = python_child(SEQUENTIAL_GETS, endpoint, f"{bucket}/agents/blobs", str(server.pid),
+                              extra_env=env).check().report
+        cpu = _process_cpu(server.pid)
+        wall, report, client_cpu = verify(url, home, env=env)
         return {"objects": anchor["objects"], "bytes": anchor["bytes"], "sequential": anchor["seconds"],
-                "multi_cat": anchor["multi_cat"], "verify_phase": report["seconds"], "lastgood": wall,
-                "workers": report["workers"]}
+                "sequential_server_cpu": anchor["server_cpu"], "sequential_client_cpu": anchor["client_cpu"],
+                "multi_cat": anchor["multi_cat"], "multi_cat_server_cpu": anchor["multi_cat_server_cpu"],
+                "verify_phase": report["seconds"], "lastgood": wall, "lastgood_cpu": client_cpu,
+                "lastgood_server_cpu": _process_cpu(server.pid) - cpu, "workers": report["workers"]}
     finally:
         server.terminate()
         server.wait(10)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _wait_for(endpoint: str, timeout: float = 30.0) -> None:
@@ -209,18 +242,26 @@ def report(local: list[dict[str, Any]], s3: dict[str, Any] | None, info: dict[st
                      f"{fmt_bytes(anchor)}/s", f"{fmt_bytes(ours)}/s",
                      f"{fmt_bytes(r['bytes'] / r['verify_phase'] / r['workers'])}/s",
                      f"{ours / anchor:.2f}×", "met" if ours / anchor >= LOCAL_TARGET else "missed",
+                     f"{r['sha256sum']:.2f} / {r['sha256sum_cpu']:.2f}", f"{r['lastgood']:.2f} / {r['lastgood_cpu']:.2f}",
+                     f"{r['sha256sum_cpu'] / r['lastgood_cpu']:.2f}×",
                      f"{r['idle']:.0%}" if r["idle"] is not None else "-"])
     lines.append(markdown_table(["codec", "workers", "blobs", "sha256sum per core", "lastgood per core",
-                                 "verify phase per core", "ratio", "target 0.8×", "idle CPU before"], rows))
+                                 "verify phase per core", "ratio", "target 0.8×", "sha256sum wall / CPU s",
+                                 "lastgood wall / CPU s", "ratio by CPU", "idle CPU before"], rows))
     if s3:
         ratio_phase = s3["sequential"] / s3["verify_phase"]
         ratio_cmd = s3["sequential"] / s3["lastgood"]
+        ceiling = s3["sequential"] / s3["sequential_server_cpu"]
         lines += ["", f"S3 (moto server in its own process, {s3['objects']} objects, {fmt_bytes(s3['bytes'])}, "
-                  f"{s3['workers']} worker(s)): sequential GETs {fmt_seconds(s3['sequential'])}; "
-                  f"lastgood verify phase {fmt_seconds(s3['verify_phase'])} ({ratio_phase:.1f}×), whole command "
-                  f"{fmt_seconds(s3['lastgood'])} ({ratio_cmd:.1f}×); the fetch alone (one multi-path `cat`, "
-                  f"as verify does per chunk) {fmt_seconds(s3['multi_cat'])} "
-                  f"({s3['sequential'] / s3['multi_cat']:.1f}×). Target ≥ 5×: "
+                  f"{s3['workers']} worker(s)): sequential GETs (one GET per object, no HEAD) "
+                  f"{fmt_seconds(s3['sequential'])} (server CPU {s3['sequential_server_cpu']:.2f} s, client CPU "
+                  f"{s3['sequential_client_cpu']:.2f} s); lastgood verify phase {fmt_seconds(s3['verify_phase'])} "
+                  f"({ratio_phase:.1f}×), whole command {fmt_seconds(s3['lastgood'])} ({ratio_cmd:.1f}×; client "
+                  f"CPU {s3['lastgood_cpu']:.2f} s, server CPU {s3['lastgood_server_cpu']:.2f} s); the fetch alone "
+                  f"(one multi-path `cat`, as verify does per chunk) {fmt_seconds(s3['multi_cat'])} "
+                  f"({s3['sequential'] / s3['multi_cat']:.1f}×; server CPU {s3['multi_cat_server_cpu']:.2f} s). "
+                  f"Ceiling on this server: the same GETs need {s3['sequential_server_cpu']:.2f} s of its CPU, so no "
+                  f"client can beat the loop by more than {ceiling:.1f}×. Target ≥ 5×: "
                   f"{'met' if ratio_phase >= S3_TARGET else 'missed'}."]
     lines += ["", f"Machine: {machine_line(info)}.", "", ANALYSIS]
     return "\n".join(lines)
@@ -247,9 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     local = [row for codec in ("json", "msgpack") for row in bench_local(codec, args.runs, args.steps, args.repeat)]
     s3 = None if args.no_s3 else bench_s3(4, max(1, args.s3_objects // 4))
     text = report(local, s3, info)
-    print(text_table(["codec", "workers", "sha256sum s", "lastgood s", "verify phase s"],
+    print(text_table(["codec", "workers", "sha256sum s", "lastgood s", "verify phase s", "sha256sum CPU s",
+                      "lastgood CPU s"],
                      [[r["codec"], r["workers"], f"{r['sha256sum']:.2f}", f"{r['lastgood']:.2f}",
-                       f"{r['verify_phase']:.2f}"] for r in local]))
+                       f"{r['verify_phase']:.2f}", f"{r['sha256sum_cpu']:.2f}", f"{r['lastgood_cpu']:.2f}"]
+                      for r in local]))
     print(text)
     if not args.no_write:
         write_section(SECTION, text)
