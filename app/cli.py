@@ -18,7 +18,6 @@ from lastgood import output, queries
 from lastgood.catalog import Catalog
 from lastgood.config import Settings, check_port, load_settings
 from lastgood.errors import LastgoodError, as_fault
-from lastgood.show import show_checkpoint
 from lastgood.stores import CHECK_DEPTHS, data_pending, index_store, open_catalog, open_store
 from lastgood.verify import store_findings
 
@@ -135,6 +134,8 @@ def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
+    from lastgood.show import show_checkpoint  # state views: only this command needs them
+
     catalog, summary = _ensure(args, settings, fmt)
     result = show_checkpoint(catalog, summary.store, args.checkpoint)
     output.emit(result, fmt, output.render_show)
@@ -149,8 +150,10 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     if had_secret:  # secrets stay in the home's private credentials file, never in argv
         _reexec_ui(args, settings, urls)
     catalog = _catalog(settings)
+    indexed = queries.indexed_stores(catalog)
+    known = [url for url in urls if url in indexed]
     for url in urls:
-        if url not in queries.indexed_stores(catalog):  # a never-seen store: fail here, one line
+        if url not in known:  # a never-seen store: fail here, one line
             open_store(catalog, url, args.reader).reader.close()
     catalog.close()  # the start-up refresh and the pages open the index as they need it
     os.environ.update(LASTGOOD_HOME=str(settings.home), LASTGOOD_STORES=json.dumps(urls))
@@ -161,7 +164,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         output.warn(f"serving on {args.host}: anyone who can reach it can read these stores; "
                     "put a login in front of it (docs/security.md)")
     # structure only, beside the server's start-up: data checks run in the dashboard's background
-    serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader)
+    serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader, known=known)
     output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
     serve.import_pandas_first()
     serve.quiet_cache_warning()

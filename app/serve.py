@@ -44,20 +44,29 @@ _refreshes: dict[tuple[str, str], StartupRefresh] = {}
 _lock = threading.Lock()
 
 
+FIRST_PAGE_WAIT = 10.0  # seconds a reopen's refresh waits for the first page before it starts
+first_page_shown = threading.Event()  # set after the dashboard's first page run (lastgood.ui.server)
+
+
 def refresh_in_background(index_path: str, urls: Sequence[str], *, reader_name: str | None = None,
-                          check: str = "structure") -> threading.Thread:
-    """Refresh ``urls`` (public URLs) one after another in a daemon thread; returns the thread."""
-    pending = [StartupRefresh(url) for url in urls]
+                          check: str = "structure", known: Sequence[str] = ()) -> threading.Thread:
+    """Refresh ``urls`` (public URLs) one after another in a daemon thread; returns the thread.
+
+    Never-seen stores go first and at once (their first page waits for them); the ``known``
+    ones (already in the index: shown as they are) wait until the first page was drawn, so
+    their refresh does not take CPU from it."""
+    pending = sorted((StartupRefresh(url) for url in urls), key=lambda r: r.url in known)
     with _lock:
         _refreshes.update({(index_path, r.url): r for r in pending})
-    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check),
+    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check,
+                                                         frozenset(known)),
                               daemon=True, name="lastgood-startup-index")
     thread.start()
     return thread
 
 
 def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
-                 check: str) -> None:
+                 check: str, known: frozenset[str]) -> None:
     from lastgood.catalog import Catalog
     from lastgood.stores import index_store
 
@@ -65,6 +74,8 @@ def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: st
     try:
         catalog = Catalog(index_path, keep_open=False)
         for refresh in pending:
+            if refresh.url in known:
+                first_page_shown.wait(FIRST_PAGE_WAIT)
             started = time.perf_counter()
             try:
                 summary = index_store(catalog, refresh.url, reader_name=reader_name, check=check)

@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 from lastgood import background, queries, serve, ui
 from lastgood.catalog import Catalog
 from lastgood.errors import LastgoodError
-from lastgood.stores import normalize_url
+from lastgood.stores import index_store, normalize_url
 from tests.fixtures_browser import free_port, group_pids, stop_group, wait_for_health
 from tests.helpers import lastgood_cli, write_store
 
@@ -87,10 +87,7 @@ def test_a_failed_startup_refresh_is_shown_by_the_page(tmp_path: Path, monkeypat
 
 def test_overview_sends_numbers_and_status_chart_before_its_other_queries(store, monkeypatch) -> None:
     url, home = store
-    from lastgood.config import load_settings
-    from lastgood.stores import index_store
-
-    index_store(Catalog(load_settings().index_path), url, check="structure")
+    index_store(Catalog(str(home / "index.duckdb")), url, check="structure")
 
     def runs_fail(*args: object) -> None:
         raise LastgoodError("the runs query failed")
@@ -181,30 +178,24 @@ def test_cancel_all_stops_background_checks(store) -> None:
     assert job.state == "cancelled"
 
 
-def test_a_known_store_is_shown_at_once_while_the_startup_refresh_runs(store, monkeypatch) -> None:
+def test_a_known_store_is_shown_at_once_and_refreshed_after_the_first_page(store, monkeypatch) -> None:
     import threading
-
-    import lastgood.stores
 
     url, home = store
     index_path = str(home / "index.duckdb")
-    lastgood.stores.index_store(Catalog(index_path), url, check="structure")  # indexed before: a reopen
-    release = threading.Event()
-    real_index_store = lastgood.stores.index_store
+    index_store(Catalog(index_path), url, check="structure")  # indexed before: this is a reopen
+    monkeypatch.setattr(serve, "first_page_shown", threading.Event())  # no page drawn yet
+    thread = serve.refresh_in_background(index_path, [url], known=[url])
+    time.sleep(0.3)
+    assert thread.is_alive()  # a known store's refresh waits for the first page
+    calls: list[str] = []
+    monkeypatch.setattr(ui, "index_store", lambda *a, **k: calls.append(a[1]))
 
-    def slow_index_store(*args, **kwargs):
-        release.wait(60)
-        return real_index_store(*args, **kwargs)
-
-    monkeypatch.setattr(lastgood.stores, "index_store", slow_index_store)
-    thread = serve.refresh_in_background(index_path, [url])
-    try:
-        at = AppTest.from_file(ENTRY, default_timeout=60).run()
-        assert not at.exception, [e.value for e in at.exception]
-        assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"  # not waiting for the refresh
-        assert any("Looking for new checkpoints" in c.value for c in at.sidebar.caption)
-        assert thread.is_alive()
-    finally:
-        release.set()
-        thread.join(60)
-    assert not thread.is_alive()
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"  # the index as it is, at once
+    assert any("Looking for new checkpoints" in c.value for c in at.sidebar.caption)
+    assert calls == []  # not re-listed before the first page
+    assert serve.first_page_shown.is_set()
+    thread.join(60)
+    assert not thread.is_alive()  # the refresh ran once the page was drawn

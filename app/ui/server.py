@@ -90,6 +90,7 @@ def page_run() -> Iterator[None]:
         finally:
             if held is not None:
                 held.close()
+            serve.first_page_shown.set()  # a reopen's start-up refresh may start now
 
 
 def _hold_index() -> ui.Catalog | None:
