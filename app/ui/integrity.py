@@ -209,8 +209,8 @@ def render_findings(ref: ui.StoreRef, findings: pd.DataFrame) -> None:
                                zip(shown["run_id"], shown["checkpoint_id"], shown["namespace"])],
                          depth=shown["depth"].map(lambda d: DEPTH_LABELS.get(d, d)))
     st.caption(f"{len(shown):,} of {len(findings):,} finding(s)")
-    st.dataframe(ui._redact_frame(shown[["severity", "check", "run_id", "agent", "checkpoint_id", "message",
-                                         "depth", "found_at", "open"]].head(ui.MAX_TABLE_ROWS)),
+    st.dataframe(ui._redact_frame(shown[["open", "severity", "check", "run_id", "agent", "checkpoint_id",
+                                         "message", "depth", "found_at"]].head(ui.MAX_TABLE_ROWS)),
                  hide_index=True, width="stretch", key="integrity_findings",
                  column_config={"open": st.column_config.LinkColumn("timeline", display_text="open"),
                                 "message": st.column_config.TextColumn("message", width="large")})
