@@ -149,7 +149,7 @@ def rows_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     datetimes directly makes pyarrow import pandas, a second of start-up.
     """
     if not rows:
-        return schema.empty_table()
+        return pa.Table.from_batches([], schema=schema)  # empty_table() imports pandas (~0.5 s)
     columns = []
     for f in schema:
         values = [row.get(f.name) for row in rows]

@@ -6,12 +6,10 @@ import functools
 import os
 import posixpath
 import stat
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
-
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from lastgood import limits
 from lastgood.checks import Check
@@ -29,8 +27,16 @@ PROTOCOL_EXTRAS: dict[str, tuple[str, str]] = {
 }
 
 
-def open_fs(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem and root path for ``url``; a missing backend names its extra."""
+def open_fs(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """The filesystem and root path for ``url``; a missing backend names its extra.
+
+    An absolute local path (what lastgood.stores hands over) gets :class:`LocalFS`:
+    reading a local store needs only ``os`` calls, so fsspec is imported when a
+    write (or anything else) first needs it — its import is ~0.1 s of every command."""
+    if url.startswith("/") and os.sep == "/" and "::" not in url and not storage_options:
+        return LocalFS(), url.rstrip("/") or "/"
+    import fsspec
+
     try:
         fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     except ImportError as exc:
@@ -40,7 +46,44 @@ def open_fs(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple
     return fs, root.rstrip("/") or "/"
 
 
-def require_dir(fs: fsspec.AbstractFileSystem, root: str, url: str) -> None:
+class LocalFS:
+    """fsspec's LocalFileSystem, imported on first use of anything but the checks
+    reading makes (``isdir``, ``exists``: the same answers, from ``os`` directly)."""
+
+    protocol = ("file", "local")
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def ls(self, path: str, detail: bool = False, **kwargs: Any) -> list[Any]:
+        if not detail and not kwargs:  # a folder's entry paths (a journal listing on every refresh)
+            try:
+                with os.scandir(path) as entries:
+                    return [posixpath.join(path, e.name) for e in entries]
+            except NotADirectoryError:
+                pass
+        return _local_filesystem().ls(path, detail=detail, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_local_filesystem(), name)
+
+
+def full_fs(fs: Any) -> Any:
+    """fsspec's own filesystem object for ``fs`` (a :class:`LocalFS` resolved)."""
+    return _local_filesystem() if isinstance(fs, LocalFS) else fs
+
+
+@functools.cache
+def _local_filesystem() -> Any:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return LocalFileSystem()
+
+
+def require_dir(fs: Any, root: str, url: str) -> None:
     """Raise StoreNotFound unless ``root`` exists as a folder."""
     if not fs.isdir(root):
         raise StoreNotFound(f"store not found: {url} (no such folder)")
@@ -56,7 +99,7 @@ def safe_join(root: str, relative: str) -> str:
     return f"{root}/{normal}"
 
 
-def real_root(fs: fsspec.AbstractFileSystem, root: str) -> str | None:
+def real_root(fs: Any, root: str) -> str | None:
     """The store root with symlinks resolved (local stores), else None."""
     return os.path.realpath(root) if is_local(fs) else None
 
@@ -95,7 +138,7 @@ def _real_folder(folder: str) -> str:
     return os.path.realpath(folder)
 
 
-def read_bounded(fs: fsspec.AbstractFileSystem, path: str, limit: int,
+def read_bounded(fs: Any, path: str, limit: int,
                  root_real: str | None = None) -> bytes:
     """The bytes of one store file, never more than ``limit``.
 
@@ -207,12 +250,15 @@ def blob_limit(recorded_size: int | None) -> int:
     return min(recorded_size + limits.BLOB_MARGIN_BYTES, limits.MAX_BLOB_BYTES)
 
 
-def is_local(fs: fsspec.AbstractFileSystem) -> bool:
-    return isinstance(fs, LocalFileSystem)
+def is_local(fs: Any) -> bool:
+    if isinstance(fs, LocalFS):
+        return True
+    local = sys.modules.get("fsspec.implementations.local")  # not imported: fs cannot be one
+    return local is not None and isinstance(fs, local.LocalFileSystem)
 
 
 def atomic_write(
-    fs: fsspec.AbstractFileSystem, path: str, data: bytes, durable: bool = True
+    fs: Any, path: str, data: bytes, durable: bool = True
 ) -> None:
     """Write ``data`` so that readers see either nothing or all of it.
 

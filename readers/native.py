@@ -12,7 +12,6 @@ import posixpath
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -56,6 +55,7 @@ class NativeReader(Reader):
         self._refused: list[Finding] = []
         self._last_listing: dict[str, dict[str, str]] | None = None
         self._full_scan: tuple[str, list[Any]] | None = None  # (token, batches) of the last full scan
+        self._walk_ahead: native_structure.WalkAhead | None = None
 
     def _check_marker(self, url: str) -> None:
         """Refuse a folder that is not a native store, or one of a format version we do not know."""
@@ -119,6 +119,8 @@ class NativeReader(Reader):
         findings: list[Finding] = list(self._refused)
         batches, part_events, tails = self._entry_batches(listing, base, findings)
         self._full_scan = (token, batches) if full else None
+        if full and is_local(self.fs) and sum(b.num_rows for b in batches) >= native_structure.WALK_AHEAD_ROWS:
+            self._walk_ahead = native_structure.WalkAhead(self.root)
         return Scan(
             token=token,
             full=full,
@@ -234,7 +236,7 @@ class NativeReader(Reader):
                                         f"{relative}: pending marker ignored: {exc}"))
                 continue
             if marker["checkpoint_id"] not in committed:
-                records.append(_pending_record(marker))
+                records.append(nf.pending_record(marker))
         return checkpoints_table(records)
 
     def _heads(self, names: list[str], findings: list[Finding]) -> list[HeadRecord]:
@@ -401,6 +403,9 @@ class NativeReader(Reader):
         raise ReaderError(f"{self.url}: the catalog kept changing while it was read; try again")
 
     def _walk(self) -> native_structure.Blobs:
+        ahead, self._walk_ahead = self._walk_ahead, None
+        if ahead is not None and (blobs := ahead.take()) is not None:
+            return blobs
         if is_local(self.fs):
             return native_structure.walk_local(self.root)
         return native_structure.walk_remote(self.fs, self.root)
@@ -565,22 +570,6 @@ def _something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> 
     gone_pending = any(n not in after["pending"] for n in before.get("pending", {}))
     grew = bool(_added(before.get("parts", {}), after["parts"]))
     return (gone and not grew) or (gone_pending and not after["tail"] and not grew)
-
-
-def _pending_record(marker: dict[str, Any]) -> CheckpointRecord:
-    started = marker["started_at"]
-    return CheckpointRecord(
-        run_id=marker["run_id"], checkpoint_id=marker["checkpoint_id"],
-        namespace=marker["namespace"], parent_id=marker["parent_id"],
-        step=marker["step"], created_at=started, trigger=marker["trigger"],
-        kind=marker["kind"], status="incomplete",
-        status_reason=f"save started {_when(started)} but never committed (no commit marker)",
-        agent=marker["agent"], codec=marker["codec"], location=marker["location"],
-    )
-
-
-def _when(ts: datetime | None) -> str:
-    return nf.iso(ts) if ts else "at an unknown time"
 
 
 def _ids(batch: pa.Table | ParquetSource) -> list[str]:

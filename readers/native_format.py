@@ -28,7 +28,7 @@ from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
 from lastgood.readers import validate
-from lastgood.readers.base import CHECKPOINT_SCHEMA, EVENT_SCHEMA, Finding, rows_table
+from lastgood.readers.base import CHECKPOINT_SCHEMA, EVENT_SCHEMA, CheckpointRecord, Finding, rows_table
 
 FORMAT_NAME = "lastgood-native"
 FORMAT_VERSION = 1
@@ -218,7 +218,8 @@ def entry_events(entries: pa.Table | str) -> pa.Table:
     """Events recorded in entry metadata as {"event": {"kind":…, "message":…}}.
 
     ``entries`` is a table or a local Parquet path; DuckDB finds the few rows that
-    carry an event without turning a million metadata strings into Python."""
+    carry an event without turning a million metadata strings into Python, and
+    builds the result (``pa.array`` would import pandas, ~0.5 s)."""
     import duckdb
 
     con = duckdb.connect()
@@ -229,22 +230,30 @@ def entry_events(entries: pa.Table | str) -> pa.Table:
         else:
             con.register("entries", entries)
             source, params = "entries", {}
-        rows = con.execute(f"""SELECT run_id, namespace, checkpoint_id, created_at, metadata
+        rows = con.execute(f"""SELECT run_id, namespace, checkpoint_id, epoch_us(created_at), metadata
             FROM {source} WHERE metadata LIKE '%"event"%'""", params).fetchall()
+        found: dict[str, list[Any]] = {name: [] for name in EVENT_SCHEMA.names}
+        for run_id, namespace, checkpoint_id, created_at, metadata in rows:
+            try:
+                event = json.loads(metadata or "{}").get("event")
+            except (ValueError, AttributeError, RecursionError):
+                continue
+            if isinstance(event, dict):
+                for name, value in (("run_id", run_id), ("namespace", namespace),
+                                    ("checkpoint_id", checkpoint_id), ("created_at", created_at),
+                                    ("kind", _event_text(event.get("kind", "event"), 64)),
+                                    ("channel", None), ("task_id", None),
+                                    ("message", _event_text(event.get("message"), limits.MAX_TEXT_CHARS))):
+                    found[name].append(value)
+        if not found["run_id"]:
+            return pa.Table.from_batches([], schema=EVENT_SCHEMA)
+        columns = ", ".join(f"unnest(${n}::BIGINT[]) AS {n}" if n == "created_at" else
+                            f"unnest(${n}::VARCHAR[]) AS {n}" for n in EVENT_SCHEMA.names)
+        table = con.sql(f"SELECT {columns}", params=found).to_arrow_table()
     finally:
         con.close()
-    found = []
-    for run_id, namespace, checkpoint_id, created_at, metadata in rows:
-        try:
-            event = json.loads(metadata or "{}").get("event")
-        except (ValueError, AttributeError, RecursionError):
-            continue
-        if isinstance(event, dict):
-            found.append({"run_id": run_id, "namespace": namespace, "checkpoint_id": checkpoint_id,
-                          "created_at": created_at, "kind": _event_text(event.get("kind", "event"), 64),
-                          "channel": None, "task_id": None,
-                          "message": _event_text(event.get("message"), limits.MAX_TEXT_CHARS)})
-    return rows_table(found, EVENT_SCHEMA)
+    micros = table.column("created_at").cast(pa.timestamp("us", tz="UTC"))
+    return table.set_column(EVENT_SCHEMA.get_field_index("created_at"), "created_at", micros).cast(EVENT_SCHEMA)
 
 
 def _event_text(value: Any, limit: int) -> str | None:
@@ -253,3 +262,19 @@ def _event_text(value: Any, limit: int) -> str | None:
         return None
     text = value if isinstance(value, str) else json.dumps(value, default=str)[:limit]
     return text[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
+def pending_record(marker: dict[str, Any]) -> CheckpointRecord:
+    started = marker["started_at"]
+    return CheckpointRecord(
+        run_id=marker["run_id"], checkpoint_id=marker["checkpoint_id"],
+        namespace=marker["namespace"], parent_id=marker["parent_id"],
+        step=marker["step"], created_at=started, trigger=marker["trigger"],
+        kind=marker["kind"], status="incomplete",
+        status_reason=f"save started {_when(started)} but never committed (no commit marker)",
+        agent=marker["agent"], codec=marker["codec"], location=marker["location"],
+    )
+
+
+def _when(ts: datetime | None) -> str:
+    return iso(ts) if ts else "at an unknown time"

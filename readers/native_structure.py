@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,8 @@ import pyarrow as pa
 from lastgood.readers import native_format as nf
 from lastgood.readers.base import CheckpointRecord, ParquetSource
 
+WALK_AHEAD_ROWS = 50_000  # a listing this big starts the blob walk right away (WalkAhead)
+WALK_AHEAD_SECONDS = 120.0  # a walk older than this is not used
 WALK_DEPTH = 32  # folder levels under blobs/ walked; deeper blobs are checked one by one
 MEMORY_LIMIT = "256MB"  # DuckDB spills beyond this: the check stays well inside the RSS target
 ENTRY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "step", "kind", "status", "status_reason",
@@ -84,6 +88,30 @@ def walk_local(root: str) -> Blobs:
                     folders.append((e.path, f"{relative}/{e.name}", depth + 1))
         blobs.add(relative, names, sizes)
     return blobs
+
+
+class WalkAhead:
+    """A walk of a local blob tree started in a thread when a big catalog is listed, so it
+    overlaps the index's ingest (DuckDB releases the GIL; so do the lstat calls). Used at
+    most once, and only while fresh: a later check walks again."""
+
+    def __init__(self, root: str) -> None:
+        self.started = time.monotonic()
+        self.blobs: Blobs | None = None
+        self.thread = threading.Thread(target=self._run, args=(root,), name="lastgood-walk", daemon=True)
+        self.thread.start()
+
+    def _run(self, root: str) -> None:
+        try:
+            self.blobs = walk_local(root)
+        except Exception:  # noqa: BLE001 - the check walks again itself and reports what it meets
+            self.blobs = None
+
+    def take(self) -> Blobs | None:
+        if time.monotonic() - self.started > WALK_AHEAD_SECONDS:
+            return None
+        self.thread.join()
+        return self.blobs
 
 
 def walk_remote(fs: Any, root: str) -> Blobs:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from lastgood.errors import StoreNotFound
 from lastgood.readers import native_format as nf
-from lastgood.readers.fsutil import atomic_write, is_local, is_temp_name, open_fs, safe_join
+from lastgood.readers.fsutil import atomic_write, full_fs, is_local, is_temp_name, open_fs, safe_join
 from lastgood.readers.jsonpatch import make_patch
 
 DEFAULT_FULL_EVERY = 10
@@ -97,7 +97,8 @@ class NativeWriter:
         self.url = url
         self.codec = codec
         self.full_every = max(1, full_every)
-        self.fs, self.root = open_fs(url, storage_options)
+        fs, self.root = open_fs(url, storage_options)
+        self.fs = full_fs(fs)  # a writer uses fsspec's methods: import it now, not in the first save
         self._heads: dict[tuple[str, str], _Head] = {}
         self._ensure_store(create)
 

@@ -322,3 +322,20 @@ def test_reading_during_compactions_retries_while_the_catalog_keeps_changing(tmp
     with pytest.raises(ReaderError, match="kept changing"):
         Stuck(url).scan()
     assert Stuck.attempts == limits.SNAPSHOT_STALLED + 1
+
+
+def test_a_big_listing_walks_the_blob_tree_ahead_and_the_check_uses_that_walk(tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    url = _damaged_store(tmp_path)
+    monkeypatch.setattr(native_structure, "WALK_AHEAD_ROWS", 1)  # the 1M store's path, on a small store
+    walks = []
+    walk = native_structure.walk_local
+    monkeypatch.setattr(native_structure, "walk_local", lambda root: walks.append(root) or walk(root))
+    reader = NativeReader(url)
+    scan, records = scan_records(reader)
+    expected = _one_by_one(NativeReader(url), records)
+    count, listed = reader.listed_structure(scan.token)
+    assert sorted((str(f.check), f.checkpoint_id, f.message) for f in listed) == expected
+    assert count == len(records) and len(walks) == 1  # the walk started by the scan, used once
+    reader.listed_structure(scan.token)
+    assert len(walks) == 2  # a later check walks again
