@@ -31,7 +31,6 @@ MIN_YEAR, MAX_YEAR = 1970, 9999
 MAX_INT64 = 2**63 - 1
 
 # ---- time -------------------------------------------------------------------------------
-SNAPSHOT_RETRIES = 10  # a listing that changes under us (a compaction) is re-read this often
 SNAPSHOT_SECONDS = 60.0  # a native catalog that keeps changing is re-read for at most this long
 SNAPSHOT_STALLED = 3  # re-reads of an unchanged listing whose files cannot be read, then an error
 PORT_CHECK_SECONDS = 1.0

@@ -138,16 +138,20 @@ def refresh_consistent(catalog: Catalog, store: OpenStore, *, full: bool = False
                        progress: Progress | None = None) -> RefreshReport:
     """``catalog.refresh``, again when a file the scan listed vanished before the index
     read it (a writer compacting meanwhile): the failed refresh rolled back, and the
-    next scan lists the consistent new snapshot."""
-    from lastgood.limits import SNAPSHOT_RETRIES
+    next scan lists the consistent new snapshot. A vanished file means the catalog
+    changed, so this goes on for as long as it keeps changing, within
+    limits.SNAPSHOT_SECONDS (not a fixed number of attempts)."""
+    import time
 
-    for attempt in range(SNAPSHOT_RETRIES):
+    from lastgood.limits import SNAPSHOT_SECONDS
+
+    deadline = time.monotonic() + SNAPSHOT_SECONDS
+    while True:
         try:
             return catalog.refresh(store.store_id, store.reader, full=full, progress=progress)
         except Exception as exc:
-            if attempt + 1 == SNAPSHOT_RETRIES or not _vanished(exc):
+            if time.monotonic() >= deadline or not _vanished(exc):
                 raise
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _vanished(exc: BaseException) -> bool:

@@ -339,3 +339,31 @@ def test_a_big_listing_walks_the_blob_tree_ahead_and_the_check_uses_that_walk(tm
     assert count == len(records) and len(walks) == 1  # the walk started by the scan, used once
     reader.listed_structure(scan.token)
     assert len(walks) == 2  # a later check walks again
+
+
+def test_index_refresh_retries_while_compactions_keep_removing_what_it_listed(tmp_path: Path) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.stores import OpenStore, refresh_consistent
+
+    url = str(tmp_path / "s")
+    write_store(url, runs=1, steps=3)
+    NativeWriter(url).compact()
+
+    class CompactsAfterListing(NativeReader):  # each listed part is gone before the index reads it
+        times = 15  # more than the 10 attempts there used to be
+
+        def scan(self, since=None):
+            scan = super().scan(since)
+            if CompactsAfterListing.times > 0:
+                CompactsAfterListing.times -= 1
+                writer = NativeWriter(url)
+                writer.save("busy", {"n": CompactsAfterListing.times})
+                writer.compact()
+            return scan
+
+    catalog = Catalog(":memory:")
+    store = OpenStore(url, catalog.store_id(url, "native", url), CompactsAfterListing(url))
+    report = refresh_consistent(catalog, store)
+    assert CompactsAfterListing.times == 0 and report.checkpoints == 3 + 15
+    with catalog.connect() as con:
+        assert con.execute("SELECT count(DISTINCT checkpoint_id), count(*) FROM checkpoints").fetchall() == [(18, 18)]
