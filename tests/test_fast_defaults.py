@@ -142,6 +142,48 @@ def test_index_structure_check_statements_do_not_grow_with_the_store(
     assert counts[0] == counts[1] < 30
 
 
+def test_index_right_after_a_listing_records_its_structure_check_without_the_keys(
+        small_and_big: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's structure check of a just-listed DB is answered by the listing and
+    recorded by one SQL predicate (no key round trip); its findings, statuses and
+    ``verified`` marks are exactly those of the store-asked check."""
+    import lastgood.verify as verify
+
+    path = tmp_path / "damaged.sqlite"
+    path.write_bytes(small_and_big[0].read_bytes())
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE checkpoints SET type = 'zstd' WHERE rowid = 3")  # unknown codec
+    conn.commit()
+    conn.close()
+    results = []
+    calls: list[int] = []
+    real = verify._key_chunk
+
+    def counted(*args: Any) -> Any:  # the chunk of keys fetched from the index for check_structure
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(verify, "_key_chunk", counted)
+    for listed in (True, False):
+        if not listed:  # the reader cannot answer: keys go to check_structure
+            monkeypatch.setattr(LangGraphSqliteReader, "listed_structure", lambda self, token: None)
+        calls.clear()
+        catalog = Catalog(tmp_path / f"index-{listed}.duckdb")
+        summary = index_store(catalog, str(path), check="structure")
+        assert summary.verify is not None and summary.verify.checked == len(_keys(path))
+        assert bool(calls) is not listed
+        with catalog.connect() as con:
+            rows = con.execute("""SELECT checkpoint_id, status, status_reason, verified FROM checkpoints
+                                  ORDER BY checkpoint_id""").fetchall()
+            found = con.execute("""SELECT checkpoint_id, "check", severity, message, depth FROM findings
+                                   ORDER BY ALL""").fetchall()
+        results.append((rows, found))
+    assert results[0] == results[1]
+    rows, found = results[0]
+    assert {r[3] for r in rows} == {"structure"}
+    assert {(f[1], f[4]) for f in found} >= {("unknown-codec", "structure"), ("pending-error", "structure")}
+
+
 def test_postgres_structure_check_is_a_few_queries_for_any_number_of_checkpoints(
         pg_create_database: Callable[[str], str], monkeypatch: pytest.MonkeyPatch) -> None:
     dsn = pg_create_database("fast_structure")
