@@ -166,6 +166,19 @@ def test_component_manifest_scan_is_skipped(monkeypatch) -> None:
     assert manifest_scanner.scan_component_manifests() == []
 
 
+def test_the_first_element_skips_streamlits_repl_probe(monkeypatch) -> None:
+    from streamlit import delta_generator, env_util
+
+    from lastgood.ui import server
+
+    monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
+    probes: list[bool] = []
+    monkeypatch.setattr(env_util, "is_repl", lambda: probes.append(True) or False)
+    server.skip_use_warning_probe()
+    delta_generator._maybe_print_use_warning()
+    assert probes == []  # no inspect.stack() walk before the first element
+
+
 def test_cancel_all_stops_background_checks(store) -> None:
     url, home = store
     index_path = str(home / "index.duckdb")

@@ -58,6 +58,19 @@ def _no_manifests(max_workers: int | None = None) -> list:
     return []
 
 
+def skip_use_warning_probe() -> None:
+    """Spare the first page run Streamlit's one-time "are we in a REPL?" probe.
+
+    Before the first element of the process is sent, Streamlit calls ``inspect.stack()`` to
+    decide whether to warn that the app was not started with ``streamlit run`` (0.2-0.4 s of
+    CPU: it resolves the source file of every frame against every loaded module). Here the
+    server is running, so that warning can never apply; the flag that records "already
+    checked" is set up front."""
+    from streamlit import delta_generator
+
+    delta_generator._use_warning_has_been_displayed = True
+
+
 def run(host: str, port: int) -> None:
     """Serve the dashboard until a signal stops the server."""
     from streamlit import config
@@ -65,6 +78,7 @@ def run(host: str, port: int) -> None:
 
     flags = options(host, port)
     skip_component_scan()
+    skip_use_warning_probe()
     config._main_script_path = str(ENTRY)  # as `streamlit run` does: config and secrets beside it
     bootstrap.load_config_options(flag_options=flags)
     bootstrap.run(str(ENTRY), False, [], flags)
@@ -130,7 +144,8 @@ STARTUP_POLL_SECONDS = 0.5
 @st.fragment(run_every=STARTUP_POLL_SECONDS)
 def follow_startup_refresh(startup: serve.StartupRefresh) -> None:
     """A store the index already holds is shown at once, never re-listed before the first page;
-    this sidebar note follows the start-up refresh and reruns the page once it is done."""
+    this sidebar note follows the start-up refresh and reruns the page when it changed the index
+    (or failed: the page then says so)."""
     if not startup.done.is_set():
         shown = ui.md_escape(ui.display_url(startup.url))
         st.caption(f":material/sync: Looking for new checkpoints in {shown}…")
@@ -138,8 +153,9 @@ def follow_startup_refresh(startup: serve.StartupRefresh) -> None:
     if startup.error is not None:
         st.session_state[ui.ERROR_KEY] = (ui.open_error_message(startup.url, startup.error)
                                           + " — showing the index as it was when last read.")
-    if startup.changed:
-        ui.clear_query_caches()
+    elif not startup.changed:
+        return  # nothing new: the page stays as drawn (the note is gone)
+    ui.clear_query_caches()
     st.rerun()
 
 
