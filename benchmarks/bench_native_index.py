@@ -63,6 +63,7 @@ GB = 1024**3
 COLD_TARGET = 10.0
 WARM_TARGET = 0.5
 RSS_TARGET = 1 * GB
+STRUCTURE_TARGET = 10.0
 
 GENERATE = """
 import json, sys, time
@@ -126,6 +127,7 @@ summary = index_store(catalog, sys.argv[2], check=sys.argv[4])
 t3 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "open_catalog": t2 - t1, "index_store": t3 - t2,
                   "call": t3 - t1, "refresh": summary.refresh.seconds,
+                  "structure": summary.verify.seconds if summary.verify and summary.verify.depth == "structure" else None,
                   "checkpoints_read": summary.refresh.checkpoints, "full": summary.refresh.full,
                   "changed": summary.refresh.changed}))
 """
@@ -252,7 +254,7 @@ class Series:
 def measure(store: Path, jsonl: Path, entries: int, repeat: int, structure_repeat: int,
             structure_timeout: float, homes: Path) -> dict[str, Any]:
     s: dict[str, Series] = {k: Series() for k in
-                            ("anchor", "cold_cli", "warm_cli", "cold_api", "warm_api", "structure")}
+                            ("anchor", "cold_cli", "warm_cli", "cold_api", "warm_api", "structure", "verify")}
     counts, structure_note = [], None
     for i in range(repeat):
         print(f"round {i + 1}/{repeat}: anchor …", file=sys.stderr)
@@ -275,6 +277,13 @@ def measure(store: Path, jsonl: Path, entries: int, repeat: int, structure_repea
         if json.loads(child.stdout).get("changed"):
             raise SystemExit("warm reopen reported changes on an unchanged store")
         s["warm_cli"].add(child, None)
+        print(f"round {i + 1}/{repeat}: lastgood verify (structure, every checkpoint again) …", file=sys.stderr)
+        settle()
+        command = [*lastgood_command(), "verify", str(store), "--format", "json"]
+        child = run_child(command, cwd=ROOT, extra_env={"LASTGOOD_HOME": str(home)})
+        if child.returncode not in (0, 1) or json.loads(child.stdout).get("checked") != entries:
+            raise SystemExit(f"verify failed or checked too few: {child.stderr[-500:]}")
+        s["verify"].add(child, None)
         shutil.rmtree(home)
 
         print(f"round {i + 1}/{repeat}: index_store (API) cold + warm …", file=sys.stderr)
@@ -321,6 +330,12 @@ def build_rows(m: dict[str, Any]) -> list[list[str]]:
          "—", "—", "< 0.5 s", met(warm.wall.median < WARM_TARGET)],
         ["warm reopen, in-process `index_store`", fmt_seconds(warm_api.call.median),
          "—", "—", "< 0.5 s", met(warm_api.call.median < WARM_TARGET)],
+        ["structure check in the cold index (in-process, `verify_store`)",
+         fmt_seconds(cold_api.median_of("structure")), "—", "—", "≤ 10 s",
+         met(cold_api.median_of("structure") <= STRUCTURE_TARGET)],
+        ["structure check, `lastgood verify STORE` (whole command, all checkpoints again)",
+         fmt_seconds(s["verify"].wall.median), "—", "—", "≤ 10 s",
+         met(s["verify"].wall.median <= STRUCTURE_TARGET)],
         ["peak RSS, cold `lastgood index`", fmt_bytes(cold.rss.worst),
          f"{fmt_bytes(anchor.rss.worst)} (read_json)", fmt_ratio(anchor.rss.worst, cold.rss.worst),
          "< 1 GB", met(cold.rss.worst < RSS_TARGET)],
@@ -367,7 +382,8 @@ def details(m: dict[str, Any], entries: int, store_info: dict[str, Any], jsonl: 
         f"{fmt_seconds(warm_api.median_of('index_store'))}; pandas import in the anchor "
         f"{fmt_seconds(s['anchor'].median_of('import'))}."),
         f"CPU time (user+sys, medians) — anchor process {fmt_seconds(s['anchor'].cpu.median)}; "
-        f"cold CLI {fmt_seconds(s['cold_cli'].cpu.median)}; warm CLI {fmt_seconds(s['warm_cli'].cpu.median)}"
+        f"cold CLI {fmt_seconds(s['cold_cli'].cpu.median)}; warm CLI {fmt_seconds(s['warm_cli'].cpu.median)}; "
+        f"verify CLI {fmt_seconds(s['verify'].cpu.median)}"
         + (f"; --check none CLI {fmt_seconds(s['structure'].cpu.median)}" if len(s['structure'].cpu) else "")
         + ". DuckDB and Arrow use every CPU, `read_json` one, so CPU time is the fairer view on a busy machine.",
     ]
