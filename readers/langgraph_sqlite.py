@@ -56,6 +56,7 @@ from lastgood.readers.langgraph_findings import (
 )
 from lastgood.readers.langgraph_rows import (
     ALL_ROWS_SQL,
+    NotUtf8,
     columns_ok,
     key_problem,
     row_finding,
@@ -117,6 +118,7 @@ FROM k JOIN writes w ON w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkp
   AND w.checkpoint_id = k.checkpoint_id
 WHERE w.channel = '__error__'
 """
+WRITES_TEXT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type")
 ROW_SQL = (
     "SELECT type, checkpoint, parent_checkpoint_id, metadata FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
@@ -351,7 +353,7 @@ class LangGraphSqliteReader(Reader):
         heads = self._heads(conn, skipped)
         # a full listing read every row's codec and every special write: the memo answers
         # the structure check of what it listed (LangGraph writes ``__error__`` with idx -1)
-        events = self._event_tables(conn, wr_after, memo if full else None)
+        events = self._event_tables(conn, wr_after, memo if full else None, findings)
         self._memo = memo if full else None
         if full and not self._has_writes:
             findings.append(Finding(Check.WRITES_MISSING, "warning", "the database has no LangGraph writes table"))
@@ -440,12 +442,19 @@ class LangGraphSqliteReader(Reader):
         rows = conn.execute(MISSING_PARENTS_SQL, (after, skipped.param, skipped.param)).fetchall()
         return {(t, ns, cid): parent for t, ns, cid, parent in rows}
 
-    def _event_tables(self, conn: sqlite3.Connection, after: int,
-                      memo: _StructureMemo | None = None) -> list[pa.Table]:
+    def _event_tables(self, conn: sqlite3.Connection, after: int, memo: _StructureMemo | None = None,
+                      findings: list[Finding] | None = None) -> list[pa.Table]:
         if not self._has_writes:
             return []
+        sql = EVENTS_SQL.format(index=self._writes_index)
+        try:
+            rows = conn.execute(sql, (after,)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise
+            rows = _decodable_writes(conn, sql, after, findings if findings is not None else [])
         events = []
-        for row in conn.execute(EVENTS_SQL.format(index=self._writes_index), (after,)):
+        for row in rows:
             if memo is not None and row[5] == ERROR:
                 memo.add_error(row)
             event = event_record(*row, aes_key=self.aes_key)
@@ -651,6 +660,33 @@ def _structure_findings(problems: Sequence[tuple[Any, ...]], errors: Sequence[tu
         if where not in gone:
             findings.setdefault(where, []).append(pending_error_finding(label, type_, value, where, aes_key))
     return findings
+
+
+def _decodable_writes(conn: sqlite3.Connection, sql: str, after: int,
+                      findings: list[Finding]) -> list[tuple[Any, ...]]:
+    """EVENTS_SQL rows when some text in ``writes`` is not UTF-8: each such row is skipped
+    with a finding naming its rowid (the other special writes still become events)."""
+    conn.text_factory = _text_or_not_utf8
+    try:
+        rows = conn.execute(sql.replace("SELECT ", "SELECT rowid, ", 1), (after,)).fetchall()
+    finally:
+        conn.text_factory = str
+    good = []
+    for rowid, *row in rows:
+        bad = [name for name, value in zip(WRITES_TEXT_COLUMNS, row) if isinstance(value, NotUtf8)]
+        if bad:
+            findings.append(Finding(Check.ROW_INVALID, "error",
+                                    f"writes row (rowid {rowid}) skipped: {', '.join(bad)} not valid UTF-8"))
+        else:
+            good.append(tuple(row))
+    return good
+
+
+def _text_or_not_utf8(raw: bytes) -> str | NotUtf8:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8(raw)
 
 
 def _file_stamp(path: Path) -> tuple[Any, ...]:

@@ -410,3 +410,30 @@ def test_rows_of_wrong_types_are_skipped_without_a_decode_error(lg_store: Sqlite
     assert len(messages) == 2
     assert f"(rowid {rowids[0]}," in messages[0] and "type must be text, not blob" in messages[0]
     assert f"(rowid {rowids[2]}," in messages[1] and "thread_id contains a NUL character" in messages[1]
+
+
+def test_special_writes_with_text_that_is_not_utf8_become_findings(lg_store: SqliteStore, tmp_path: Path) -> None:
+    path = tmp_path / "bad-writes.sqlite"
+    shutil.copy(lg_store.path, path)
+    conn = sqlite3.connect(path)
+    special = conn.execute("SELECT rowid, channel FROM writes WHERE idx < 0 ORDER BY rowid").fetchall()
+    rowid = special[0][0]
+    conn.execute("UPDATE writes SET task_id = CAST(X'FFFE' AS TEXT) WHERE rowid = ?", (rowid,))
+    conn.commit()
+    conn.close()
+    with LangGraphSqliteReader(str(path)) as reader:
+        scan = reader.scan()
+        rows = [r for t in scan.checkpoints for r in t.to_pylist()]
+        events = [e for t in scan.events for e in t.to_pylist()]
+    assert len(rows) == len(_listed_ids(lg_store.path))  # the checkpoints are untouched
+    [finding] = [f for f in scan.findings if f.check == "row-invalid"]
+    assert finding.message == f"writes row (rowid {rowid}) skipped: task_id not valid UTF-8"
+    assert len(events) == len(special) - 1  # every other special write is still an event
+
+
+def _listed_ids(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints")}
+    finally:
+        conn.close()
