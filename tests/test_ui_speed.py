@@ -212,3 +212,23 @@ def test_a_known_store_is_shown_at_once_and_refreshed_after_the_first_page(store
     assert serve.first_page_shown.is_set()
     thread.join(60)
     assert not thread.is_alive()  # the refresh ran once the page was drawn
+
+
+def test_the_background_data_check_starts_without_reading_every_runs_health(store, monkeypatch) -> None:
+    from lastgood.ui import integrity as ui_integrity
+
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    index_store(Catalog(index_path), url, check="structure")  # every checkpoint still unverified
+    monkeypatch.setenv("LASTGOOD_BACKGROUND_CHECK", "1")
+
+    def no_health(*args: object) -> None:
+        raise AssertionError("the first page read every run's health")
+
+    monkeypatch.setattr(ui_integrity, "integrity_data", no_health)
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    job = background.job(index_path, url)
+    assert job is not None and job.depth == "data" and job.only_unverified
+    background.wait(index_path, url, timeout=120)
+    assert job.state == "done"
