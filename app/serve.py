@@ -4,10 +4,12 @@ The command used to index every store, then exec a second interpreter running
 ``streamlit run``: every import was paid twice and the server only began to
 start once the index was done. Now the command's own interpreter serves the
 dashboard (:mod:`lastgood.ui.server` starts Streamlit's server in the main
-thread, which keeps the signal handlers), and each store given on the command
-line is refreshed at structure depth by one background thread started first.
-The dashboard's first page waits for that refresh (:func:`take_startup_refresh`)
-instead of starting its own. No streamlit here.
+thread, which keeps the signal handlers), and the stores given on the command
+line are refreshed at structure depth by one background thread started first:
+a never-seen store at once (its first page waits for that refresh instead of
+starting its own, :func:`take_startup_refresh`), a store the index already
+holds after the first page was drawn (that page shows the index as it is).
+No streamlit here.
 
 A URL holding a secret never reaches the process's command line for long: the
 command keeps the secret in the home's credentials file and re-executes itself
