@@ -387,20 +387,21 @@ class NativeReader(Reader):
     def _entries(self, token: str | None) -> tuple[native_structure.CatalogEntries, str]:
         """The catalog's entries and their listing token: the last full scan's batches when that
         is ``token`` (without one: the listing now), else read again (after a file vanished too)."""
-        memo = self._full_scan
-        for attempt in range(limits.SNAPSHOT_STALLED + 1):
+        memo, deadline, attempt, stalled, before = self._full_scan, time.monotonic() + limits.SNAPSHOT_SECONDS, 0, 0, ""
+        while True:  # like scan: again while the catalog keeps changing, within the deadline
+            now = json.dumps(self._listing(), sort_keys=True)
             try:
-                now = json.dumps(self._listing(), sort_keys=True)
                 if memo is not None and (token or now) == memo[0]:
                     return native_structure.CatalogEntries(memo[1]), memo[0]
-                listing = json.loads(now)
-                return native_structure.CatalogEntries(self._entry_batches(listing, {}, [])[0]), now
+                return native_structure.CatalogEntries(self._entry_batches(json.loads(now), {}, [])[0]), now
             except Exception as exc:  # noqa: BLE001 - FileNotFoundError, or DuckDB's "No files found"
                 if not native_structure.vanished(exc):
                     raise
-                memo = None
-                time.sleep(0.05 * (attempt + 1))
-        raise ReaderError(f"{self.url}: the catalog kept changing while it was read; try again")
+            memo, attempt = None, attempt + 1
+            stalled, before = (stalled + 1 if now == before else 0), now
+            if stalled >= limits.SNAPSHOT_STALLED or time.monotonic() >= deadline:
+                raise ReaderError(f"{self.url}: the catalog kept changing while it was read; try again")
+            time.sleep(min(0.02 * attempt, 0.25))
 
     def _walk(self) -> native_structure.Blobs:
         ahead, self._walk_ahead = self._walk_ahead, None

@@ -322,6 +322,10 @@ def test_reading_during_compactions_retries_while_the_catalog_keeps_changing(tmp
     with pytest.raises(ReaderError, match="kept changing"):
         Stuck(url).scan()
     assert Stuck.attempts == limits.SNAPSHOT_STALLED + 1
+    Stuck.attempts = 0
+    with pytest.raises(ReaderError, match="kept changing"):  # the structure check's catalog read too
+        Stuck(url).check_structure([("run-0", "", "x")])
+    assert Stuck.attempts == limits.SNAPSHOT_STALLED + 1
 
 
 def test_a_big_listing_walks_the_blob_tree_ahead_and_the_check_uses_that_walk(tmp_path: Path,
