@@ -47,31 +47,26 @@ from lastgood.readers.langgraph_common import (
     parse_metadata,
     rebuild_delta_values,
     sort_writes,
-    string_array,
 )
-from lastgood.readers.langgraph_findings import (
-    codec_findings,
-    payload_findings,
-    pending_error_finding,
+from lastgood.readers.langgraph_findings import payload_findings
+from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
+from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
+    LIVE_SUFFIXES,
+    Key,
+    ParentColumns,
+    Skipped,
+    StructureMemo,
+    decodable_writes,
+    file_stamp,
+    mark_missing_parents,
+    missing_parents,
+    structure_findings,
+    valid_columns,
 )
-from lastgood.readers.langgraph_rows import (
-    ALL_ROWS_SQL,
-    NotUtf8,
-    columns_ok,
-    key_problem,
-    row_finding,
-    sqlite_row_findings,
-)
-from lastgood.readers.langgraph_serde import (
-    aes_key_from_env,
-    decode_typed,
-    is_known_type,
-    normalize_state,
-)
+from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
 
 BATCH_ROWS = 50_000
 SQLITE_HEADER = b"SQLite format 3\x00"
-LIVE_SUFFIXES = ("-wal", "-journal")
 TOKEN_VERSION = 1
 MMAP_LIMIT = 2**31
 
@@ -118,7 +113,6 @@ FROM k JOIN writes w ON w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkp
   AND w.checkpoint_id = k.checkpoint_id
 WHERE w.channel = '__error__'
 """
-WRITES_TEXT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type")
 ROW_SQL = (
     "SELECT type, checkpoint, parent_checkpoint_id, metadata FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
@@ -197,61 +191,6 @@ def has_header(path: Path) -> bool:
         return False
 
 
-# --- parents ------------------------------------------------------------------------------
-
-
-Key = tuple[str, str, str]
-ParentColumns = tuple[Sequence[str], Sequence[str | None], Sequence[str], Sequence[str | None]]
-
-
-def missing_parents(batches: Sequence[ParentColumns]) -> dict[Key, str]:
-    """(thread, namespace, id) -> parent id, for parents absent from the listed rows.
-
-    ``batches`` are ``(thread_ids, namespaces, checkpoint_ids, parent_ids)`` columns of
-    a full listing. Set lookups over the ids already fetched (no query); when an id
-    appears in several threads, whole keys are matched.
-    """
-    ids = {cid for batch in batches for cid in batch[2]}
-    if len(ids) == sum(len(batch[2]) for batch in batches):  # ids unique: an id names one row
-        unknown = {p for batch in batches for p in batch[3]} - ids - {None, ""}
-        if not unknown:
-            return {}
-        return {(t, ns or "", cid): p for batch in batches
-                for t, ns, cid, p in zip(*batch) if p in unknown}
-    keys = {(t, ns or "", cid) for batch in batches for t, ns, cid, _p in zip(*batch)}
-    return {(t, ns or "", cid): p for batch in batches for t, ns, cid, p in zip(*batch)
-            if p and (t, ns or "", p) not in keys}
-
-
-def mark_missing_parents(
-    tables: Sequence[pa.Table], missing: Mapping[Key, str]
-) -> tuple[list[pa.Table], list[Finding]]:
-    """``tables`` with rows whose parent is missing set to corrupt, and their findings."""
-    if not missing:
-        return list(tables), []
-    findings = [
-        Finding(Check.PARENT_MISSING, "error", f"parent checkpoint {parent} is missing", t, ns, cid)
-        for (t, ns, cid), parent in missing.items()
-    ]
-    return [_mark_table(t, missing) for t in tables], findings
-
-
-def _mark_table(table: pa.Table, missing: Mapping[Key, str]) -> pa.Table:
-    ids = {cid for _t, _ns, cid in missing}
-    checkpoint_ids = table["checkpoint_id"].to_pylist()
-    if not any(cid in ids for cid in checkpoint_ids):
-        return table
-    keys = zip(table["run_id"].to_pylist(), table["namespace"].to_pylist(), checkpoint_ids)
-    status, reasons = table["status"].to_pylist(), table["status_reason"].to_pylist()
-    for i, key in enumerate(keys):
-        if key in missing:
-            reason = f"parent checkpoint {missing[key]} is missing"
-            status[i], reasons[i] = "corrupt", f"{reasons[i]}; {reason}" if reasons[i] else reason
-    table = table.set_column(table.schema.get_field_index("status"), "status", string_array(status))
-    index = table.schema.get_field_index("status_reason")
-    return table.set_column(index, "status_reason", string_array(reasons))
-
-
 # --- the reader -------------------------------------------------------------------
 
 
@@ -274,7 +213,7 @@ class LangGraphSqliteReader(Reader):
         self._has_writes = False
         self._task_path = "''"
         self._writes_index = ""
-        self._memo: _StructureMemo | None = None
+        self._memo: StructureMemo | None = None
         self._stamp: tuple[Any, ...] = ()
         try:
             with self._connection() as conn:
@@ -330,7 +269,7 @@ class LangGraphSqliteReader(Reader):
 
     def scan(self, since: str | None = None) -> Scan:
         """List checkpoints from SQL only, in one read transaction."""
-        self._stamp = _file_stamp(self.path)  # before reading: any later commit changes it
+        self._stamp = file_stamp(self.path)  # before reading: any later commit changes it
         with closing(connect_readonly(self.path, mmap=True)) as conn, _sqlite_errors(self.path):
             conn.execute("BEGIN")
             try:
@@ -346,9 +285,9 @@ class LangGraphSqliteReader(Reader):
         after = self._appended_after(conn, since, counts)
         full = after is None
         ck_after, wr_after = after or (0, 0)
-        memo = _StructureMemo(self._stamp)
+        memo = StructureMemo(self._stamp)
         memo.token = token
-        skipped = _Skipped({})
+        skipped = Skipped({})
         tables, findings = self._checkpoint_tables(conn, ck_after, memo, skipped)
         heads = self._heads(conn, skipped)
         # a full listing read every row's codec and every special write: the memo answers
@@ -361,7 +300,7 @@ class LangGraphSqliteReader(Reader):
                     findings=findings, heads=heads)
 
     @staticmethod
-    def _heads(conn: sqlite3.Connection, skipped: _Skipped) -> list[HeadRecord]:
+    def _heads(conn: sqlite3.Connection, skipped: Skipped) -> list[HeadRecord]:
         return [HeadRecord(t, c, ns) for t, ns, c in conn.execute(HEADS_SQL, (skipped.param,))]
 
     def _counts(self, conn: sqlite3.Connection) -> dict[str, list[int]]:
@@ -394,13 +333,13 @@ class LangGraphSqliteReader(Reader):
         return now[1] - added == old_count
 
     @staticmethod
-    def _undecodable_rows(conn: sqlite3.Connection, after: int) -> _Skipped:
+    def _undecodable_rows(conn: sqlite3.Connection, after: int) -> Skipped:
         """Every row's key columns fetched as bytes and judged (some hold text that is not
         UTF-8): the rows the validation boundary rejects, by rowid, with their findings."""
-        return _Skipped(sqlite_row_findings(conn.execute(ALL_ROWS_SQL, (after,))))
+        return Skipped(sqlite_row_findings(conn.execute(ALL_ROWS_SQL, (after,))))
 
-    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int, memo: _StructureMemo,
-                           skipped: _Skipped) -> tuple[list[pa.Table], list[Finding]]:
+    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int, memo: StructureMemo,
+                           skipped: Skipped) -> tuple[list[pa.Table], list[Finding]]:
         """The listed rows as Arrow batches with their findings; a text column that is not
         UTF-8 fails the fetch: then every row is judged as bytes and the listing retried."""
         try:
@@ -413,8 +352,8 @@ class LangGraphSqliteReader(Reader):
             tables, findings = self._list_rows(conn, after, memo, skipped)
         return tables, skipped.findings() + findings
 
-    def _list_rows(self, conn: sqlite3.Connection, after: int, memo: _StructureMemo,
-                   skipped: _Skipped) -> tuple[list[pa.Table], list[Finding]]:
+    def _list_rows(self, conn: sqlite3.Connection, after: int, memo: StructureMemo,
+                   skipped: Skipped) -> tuple[list[pa.Table], list[Finding]]:
         """Batches of listed rows (column-wise), then one vectorised parent check."""
         tables: list[pa.Table] = []
         findings: list[Finding] = []
@@ -422,7 +361,7 @@ class LangGraphSqliteReader(Reader):
         with _gc_paused():
             cursor = conn.execute(LIST_SQL, (after, skipped.param))
             while rows := cursor.fetchmany(BATCH_ROWS):
-                columns = _valid_columns(rows, skipped)  # the validation boundary
+                columns = valid_columns(rows, skipped)  # the validation boundary
                 del rows
                 if not columns[0]:
                     continue
@@ -438,11 +377,11 @@ class LangGraphSqliteReader(Reader):
 
     @staticmethod
     def _missing_parents_after(conn: sqlite3.Connection, after: int,
-                               skipped: _Skipped) -> dict[tuple[str, str, str], str]:
+                               skipped: Skipped) -> dict[tuple[str, str, str], str]:
         rows = conn.execute(MISSING_PARENTS_SQL, (after, skipped.param, skipped.param)).fetchall()
         return {(t, ns, cid): parent for t, ns, cid, parent in rows}
 
-    def _event_tables(self, conn: sqlite3.Connection, after: int, memo: _StructureMemo | None = None,
+    def _event_tables(self, conn: sqlite3.Connection, after: int, memo: StructureMemo | None = None,
                       findings: list[Finding] | None = None) -> list[pa.Table]:
         if not self._has_writes:
             return []
@@ -452,7 +391,7 @@ class LangGraphSqliteReader(Reader):
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc).lower():
                 raise
-            rows = _decodable_writes(conn, sql, after, findings if findings is not None else [])
+            rows = decodable_writes(conn, sql, after, findings if findings is not None else [])
         events = []
         for row in rows:
             if memo is not None and row[5] == ERROR:
@@ -544,7 +483,7 @@ class LangGraphSqliteReader(Reader):
                 if self._has_writes:
                     errors += conn.execute(STRUCTURE_ERRORS_SQL.format(task_path=self._task_path),
                                            (param,)).fetchall()
-        findings = _structure_findings(problems, errors, self.aes_key)
+        findings = structure_findings(problems, errors, self.aes_key)
         return [f for key in keys for f in findings.get(key, ())]
 
     def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
@@ -553,11 +492,11 @@ class LangGraphSqliteReader(Reader):
         since (a stat): the listing read every row's codec and every special write.
         None when the listing cannot answer (check with :meth:`check_structure`)."""
         memo = self._memo
-        if memo is None or token is None or memo.token != token or _file_stamp(self.path) != memo.stamp:
+        if memo is None or token is None or memo.token != token or file_stamp(self.path) != memo.stamp:
             return None
         problems = [(*key, True, codec) for key, codec in memo.odd_codecs.items()]
         errors = [row for row in memo.errors if tuple(row[:3]) in memo.listed]
-        findings = _structure_findings(problems, errors, self.aes_key)
+        findings = structure_findings(problems, errors, self.aes_key)
         return len(memo.listed), [f for key in sorted(findings) for f in findings[key]]
 
     def _memo_answers(self, keys: list[Key]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -565,7 +504,7 @@ class LangGraphSqliteReader(Reader):
         columns and special writes), while the files are unchanged since (a stat, no query)."""
         if self._memo is None:
             return [], []
-        if _file_stamp(self.path) != self._memo.stamp:
+        if file_stamp(self.path) != self._memo.stamp:
             self._memo = None
             return [], []
         wanted = set(keys)
@@ -594,134 +533,6 @@ class LangGraphSqliteReader(Reader):
         yield from payload_findings(label, type_, blob, where, self.aes_key, expected_id, channel)
 
 
-class _Skipped:
-    """Rows the validation boundary rejected: rowid -> finding, and the rowids as the
-    JSON parameter the listing queries skip them by."""
-
-    def __init__(self, bad: dict[int, Finding]) -> None:
-        self.bad = bad
-
-    @property
-    def param(self) -> str:
-        return json.dumps(sorted(self.bad))
-
-    def update(self, other: _Skipped) -> None:
-        self.bad.update(other.bad)
-
-    def findings(self) -> list[Finding]:
-        return [self.bad[rowid] for rowid in sorted(self.bad)]
-
-
-class _StructureMemo:
-    """The structure facts a scan read anyway (keys listed, odd codecs, ``__error__``
-    writes), so the structure check of what was just listed costs one query."""
-
-    def __init__(self, stamp: tuple[Any, ...]) -> None:
-        self.stamp = stamp
-        self.token: str | None = None
-        self.listed: set[Key] = set()
-        self.odd_codecs: dict[Key, str | None] = {}
-        self.errors: list[tuple[Any, ...]] = []
-
-    def clear(self) -> None:
-        self.listed.clear()
-        self.odd_codecs.clear()
-
-    def add_rows(self, cols: CheckpointColumns) -> None:
-        keys = zip(cols.thread_ids, _none_as_empty(cols.namespaces), cols.checkpoint_ids)
-        if cols.codecs is not None and not all(is_known_type(c) for c in set(cols.codecs)):
-            keys = list(keys)
-            self.odd_codecs.update((k, c) for k, c in zip(keys, cols.codecs) if not is_known_type(c))
-        self.listed.update(keys)
-
-    def add_error(self, row: tuple[Any, ...]) -> None:
-        """An EVENTS_SQL row of an ``__error__`` write, in STRUCTURE_ERRORS_SQL's order."""
-        thread, ns, cid, task_id, idx, _channel, type_, value = row
-        self.errors.append((thread, ns or "", cid, task_id, idx, type_, value, ""))
-
-
-def _structure_findings(problems: Sequence[tuple[Any, ...]], errors: Sequence[tuple[Any, ...]],
-                        aes_key: bytes | None) -> dict[Key, list[Finding]]:
-    """Findings per key from STRUCTURE_ROWS_SQL rows (gone, odd codec) and
-    STRUCTURE_ERRORS_SQL rows (pending ``__error__`` writes)."""
-    findings: dict[Key, list[Finding]] = {}
-    gone: set[Key] = set()
-    for thread, ns, cid, present, type_ in problems:
-        where = (thread, ns, cid)
-        if not present:
-            gone.add(where)
-            findings.setdefault(where, []).append(
-                Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where))
-        else:
-            findings.setdefault(where, []).extend(codec_findings(type_, where))
-    for thread, ns, cid, task_id, idx, type_, value, _path in sorted(errors, key=_write_order):
-        where = (thread, ns, cid)
-        label = f"pending write '__error__' (task {task_id}, idx {idx})"
-        if where not in gone:
-            findings.setdefault(where, []).append(pending_error_finding(label, type_, value, where, aes_key))
-    return findings
-
-
-def _decodable_writes(conn: sqlite3.Connection, sql: str, after: int,
-                      findings: list[Finding]) -> list[tuple[Any, ...]]:
-    """EVENTS_SQL rows when some text in ``writes`` is not UTF-8: each such row is skipped
-    with a finding naming its rowid (the other special writes still become events)."""
-    conn.text_factory = _text_or_not_utf8
-    try:
-        rows = conn.execute(sql.replace("SELECT ", "SELECT rowid, ", 1), (after,)).fetchall()
-    finally:
-        conn.text_factory = str
-    good = []
-    for rowid, *row in rows:
-        bad = [name for name, value in zip(WRITES_TEXT_COLUMNS, row) if isinstance(value, NotUtf8)]
-        if bad:
-            findings.append(Finding(Check.ROW_INVALID, "error",
-                                    f"writes row (rowid {rowid}) skipped: {', '.join(bad)} not valid UTF-8"))
-        else:
-            good.append(tuple(row))
-    return good
-
-
-def _text_or_not_utf8(raw: bytes) -> str | NotUtf8:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return NotUtf8(raw)
-
-
-def _file_stamp(path: Path) -> tuple[Any, ...]:
-    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
-    stamp: list[Any] = []
-    for suffix in ("", *LIVE_SUFFIXES):
-        try:
-            info = Path(f"{path}{suffix}").stat()
-            stamp.append((info.st_size, info.st_mtime_ns))
-        except OSError:
-            stamp.append(None)
-    return tuple(stamp)
-
-
-def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
-    return values if None not in values else [v or "" for v in values]
-
-
-def _valid_columns(rows: list[tuple[Any, ...]], skipped: _Skipped) -> tuple[Sequence[Any], ...]:
-    """LIST_SQL rows as the CheckpointColumns fields, in its order, without the rows
-    whose key columns the validation boundary rejects (added to ``skipped``)."""
-    _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*rows)
-    if not columns_ok((threads, namespaces, ids, parents, codecs)):
-        good = []
-        for row in rows:
-            if (problem := key_problem(row[1:6])) is None:
-                good.append(row)
-            else:
-                skipped.bad[row[0]] = row_finding(f"rowid {row[0]}", row[1:6], problem)
-        if not good:
-            return ((),) * 7
-        _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*good)
-    return threads, namespaces, ids, parents, metadata, codecs, sizes
-
-
 @contextmanager
 def _sqlite_errors(path: Path) -> Iterator[None]:
     """SQLite failures (locked, damaged file…) as ReaderError naming the database."""
@@ -741,11 +552,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``STRUCTURE_ERRORS_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
-    return row[0], row[1], row[2], row[7] or "", row[3], row[4]
 
 
 def _is_marker(value: Any) -> bool:

@@ -1,0 +1,216 @@
+"""What a listing of a LangGraph ``SqliteSaver`` database works out besides its rows.
+
+- rows the validation boundary rejects (``Skipped``: rowid -> finding; the
+  listing queries skip them by rowid) and special writes whose text is not UTF-8;
+- parents missing from a full listing (set lookups over the ids fetched);
+- the structure facts the listing read anyway (``StructureMemo``: keys listed,
+  odd codecs, ``__error__`` writes), so the structure check of a just-listed
+  database needs no query, valid while a stat of the files says nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from lastgood.checks import Check
+from lastgood.readers.base import Finding
+from lastgood.readers.langgraph_common import CheckpointColumns, string_array
+from lastgood.readers.langgraph_findings import codec_findings, pending_error_finding
+from lastgood.readers.langgraph_rows import NotUtf8, columns_ok, key_problem, row_finding
+from lastgood.readers.langgraph_serde import is_known_type
+
+LIVE_SUFFIXES = ("-wal", "-journal")
+WRITES_TEXT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type")
+
+# --- parents ------------------------------------------------------------------------------
+
+
+Key = tuple[str, str, str]
+ParentColumns = tuple[Sequence[str], Sequence[str | None], Sequence[str], Sequence[str | None]]
+
+
+def missing_parents(batches: Sequence[ParentColumns]) -> dict[Key, str]:
+    """(thread, namespace, id) -> parent id, for parents absent from the listed rows.
+
+    ``batches`` are ``(thread_ids, namespaces, checkpoint_ids, parent_ids)`` columns of
+    a full listing. Set lookups over the ids already fetched (no query); when an id
+    appears in several threads, whole keys are matched.
+    """
+    ids = {cid for batch in batches for cid in batch[2]}
+    if len(ids) == sum(len(batch[2]) for batch in batches):  # ids unique: an id names one row
+        unknown = {p for batch in batches for p in batch[3]} - ids - {None, ""}
+        if not unknown:
+            return {}
+        return {(t, ns or "", cid): p for batch in batches
+                for t, ns, cid, p in zip(*batch) if p in unknown}
+    keys = {(t, ns or "", cid) for batch in batches for t, ns, cid, _p in zip(*batch)}
+    return {(t, ns or "", cid): p for batch in batches for t, ns, cid, p in zip(*batch)
+            if p and (t, ns or "", p) not in keys}
+
+
+def mark_missing_parents(
+    tables: Sequence[pa.Table], missing: Mapping[Key, str]
+) -> tuple[list[pa.Table], list[Finding]]:
+    """``tables`` with rows whose parent is missing set to corrupt, and their findings."""
+    if not missing:
+        return list(tables), []
+    findings = [
+        Finding(Check.PARENT_MISSING, "error", f"parent checkpoint {parent} is missing", t, ns, cid)
+        for (t, ns, cid), parent in missing.items()
+    ]
+    return [_mark_table(t, missing) for t in tables], findings
+
+
+def _mark_table(table: pa.Table, missing: Mapping[Key, str]) -> pa.Table:
+    ids = {cid for _t, _ns, cid in missing}
+    checkpoint_ids = table["checkpoint_id"].to_pylist()
+    if not any(cid in ids for cid in checkpoint_ids):
+        return table
+    keys = zip(table["run_id"].to_pylist(), table["namespace"].to_pylist(), checkpoint_ids)
+    status, reasons = table["status"].to_pylist(), table["status_reason"].to_pylist()
+    for i, key in enumerate(keys):
+        if key in missing:
+            reason = f"parent checkpoint {missing[key]} is missing"
+            status[i], reasons[i] = "corrupt", f"{reasons[i]}; {reason}" if reasons[i] else reason
+    table = table.set_column(table.schema.get_field_index("status"), "status", string_array(status))
+    index = table.schema.get_field_index("status_reason")
+    return table.set_column(index, "status_reason", string_array(reasons))
+
+
+class Skipped:
+    """Rows the validation boundary rejected: rowid -> finding, and the rowids as the
+    JSON parameter the listing queries skip them by."""
+
+    def __init__(self, bad: dict[int, Finding]) -> None:
+        self.bad = bad
+
+    @property
+    def param(self) -> str:
+        return json.dumps(sorted(self.bad))
+
+    def update(self, other: Skipped) -> None:
+        self.bad.update(other.bad)
+
+    def findings(self) -> list[Finding]:
+        return [self.bad[rowid] for rowid in sorted(self.bad)]
+
+
+class StructureMemo:
+    """The structure facts a scan read anyway (keys listed, odd codecs, ``__error__``
+    writes), so the structure check of what was just listed costs one query."""
+
+    def __init__(self, stamp: tuple[Any, ...]) -> None:
+        self.stamp = stamp
+        self.token: str | None = None
+        self.listed: set[Key] = set()
+        self.odd_codecs: dict[Key, str | None] = {}
+        self.errors: list[tuple[Any, ...]] = []
+
+    def clear(self) -> None:
+        self.listed.clear()
+        self.odd_codecs.clear()
+
+    def add_rows(self, cols: CheckpointColumns) -> None:
+        keys = zip(cols.thread_ids, _none_as_empty(cols.namespaces), cols.checkpoint_ids)
+        if cols.codecs is not None and not all(is_known_type(c) for c in set(cols.codecs)):
+            keys = list(keys)
+            self.odd_codecs.update((k, c) for k, c in zip(keys, cols.codecs) if not is_known_type(c))
+        self.listed.update(keys)
+
+    def add_error(self, row: tuple[Any, ...]) -> None:
+        """An EVENTS_SQL row of an ``__error__`` write, in STRUCTURE_ERRORS_SQL's order."""
+        thread, ns, cid, task_id, idx, _channel, type_, value = row
+        self.errors.append((thread, ns or "", cid, task_id, idx, type_, value, ""))
+
+
+def structure_findings(problems: Sequence[tuple[Any, ...]], errors: Sequence[tuple[Any, ...]],
+                        aes_key: bytes | None) -> dict[Key, list[Finding]]:
+    """Findings per key from STRUCTURE_ROWS_SQL rows (gone, odd codec) and
+    STRUCTURE_ERRORS_SQL rows (pending ``__error__`` writes)."""
+    findings: dict[Key, list[Finding]] = {}
+    gone: set[Key] = set()
+    for thread, ns, cid, present, type_ in problems:
+        where = (thread, ns, cid)
+        if not present:
+            gone.add(where)
+            findings.setdefault(where, []).append(
+                Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where))
+        else:
+            findings.setdefault(where, []).extend(codec_findings(type_, where))
+    for thread, ns, cid, task_id, idx, type_, value, _path in sorted(errors, key=write_order):
+        where = (thread, ns, cid)
+        label = f"pending write '__error__' (task {task_id}, idx {idx})"
+        if where not in gone:
+            findings.setdefault(where, []).append(pending_error_finding(label, type_, value, where, aes_key))
+    return findings
+
+
+def decodable_writes(conn: sqlite3.Connection, sql: str, after: int,
+                      findings: list[Finding]) -> list[tuple[Any, ...]]:
+    """EVENTS_SQL rows when some text in ``writes`` is not UTF-8: each such row is skipped
+    with a finding naming its rowid (the other special writes still become events)."""
+    conn.text_factory = _text_or_not_utf8
+    try:
+        rows = conn.execute(sql.replace("SELECT ", "SELECT rowid, ", 1), (after,)).fetchall()
+    finally:
+        conn.text_factory = str
+    good = []
+    for rowid, *row in rows:
+        bad = [name for name, value in zip(WRITES_TEXT_COLUMNS, row) if isinstance(value, NotUtf8)]
+        if bad:
+            findings.append(Finding(Check.ROW_INVALID, "error",
+                                    f"writes row (rowid {rowid}) skipped: {', '.join(bad)} not valid UTF-8"))
+        else:
+            good.append(tuple(row))
+    return good
+
+
+def _text_or_not_utf8(raw: bytes) -> str | NotUtf8:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8(raw)
+
+
+def file_stamp(path: Path) -> tuple[Any, ...]:
+    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
+    stamp: list[Any] = []
+    for suffix in ("", *LIVE_SUFFIXES):
+        try:
+            info = Path(f"{path}{suffix}").stat()
+            stamp.append((info.st_size, info.st_mtime_ns))
+        except OSError:
+            stamp.append(None)
+    return tuple(stamp)
+
+
+def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
+    return values if None not in values else [v or "" for v in values]
+
+
+def valid_columns(rows: list[tuple[Any, ...]], skipped: Skipped) -> tuple[Sequence[Any], ...]:
+    """LIST_SQL rows as the CheckpointColumns fields, in its order, without the rows
+    whose key columns the validation boundary rejects (added to ``skipped``)."""
+    _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*rows)
+    if not columns_ok((threads, namespaces, ids, parents, codecs)):
+        good = []
+        for row in rows:
+            if (problem := key_problem(row[1:6])) is None:
+                good.append(row)
+            else:
+                skipped.bad[row[0]] = row_finding(f"rowid {row[0]}", row[1:6], problem)
+        if not good:
+            return ((),) * 7
+        _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*good)
+    return threads, namespaces, ids, parents, metadata, codecs, sizes
+
+
+def write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``STRUCTURE_ERRORS_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
+    return row[0], row[1], row[2], row[7] or "", row[3], row[4]
