@@ -42,9 +42,7 @@ from psycopg import IsolationLevel
 
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
 from lastgood.readers.base import (
-    EVENT_SCHEMA,
     CheckpointRecord,
-    EventRecord,
     Finding,
     HeadRecord,
     PendingWrite,
@@ -58,10 +56,10 @@ from lastgood.readers.langgraph_common import (
     CheckpointColumns,
     checkpoints_batch,
     event_record,
+    events_table,
     parse_metadata,
     rebuild_delta_values,
     sort_writes,
-    uuid6_timestamps,
 )
 from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
 from lastgood.readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
@@ -410,9 +408,9 @@ class LangGraphPostgresReader(Reader):
             if event is not None:
                 events.append(event)
             if len(events) >= EVENT_BATCH_ROWS:
-                tables.append(_events_table(events))
+                tables.append(events_table(events))
                 events = []
-        return tables + ([_events_table(events)] if events else [])
+        return tables + ([events_table(events)] if events else [])
 
     # one checkpoint ---------------------------------------------------------------------
 
@@ -593,16 +591,6 @@ def _blob_entry(channel: str, version: str, type_: str | None, blob: bytes | Non
             "size": None if data is None else len(data),
             "sha256": None if data is None else hashlib.sha256(data).hexdigest(),
             "data_base64": None if data is None else base64.b64encode(data).decode("ascii")}
-
-
-def _events_table(events: Sequence[EventRecord]) -> pa.Table:
-    """``EVENT_SCHEMA`` rows built column-wise (``base.events_table`` goes row by row)."""
-    ids = pa.array([e.checkpoint_id for e in events], pa.string())
-    columns = {name: pa.array([getattr(e, name) for e in events], EVENT_SCHEMA.field(name).type)
-               for name in EVENT_SCHEMA.names if name not in ("checkpoint_id", "created_at")}
-    columns["checkpoint_id"] = ids
-    columns["created_at"] = uuid6_timestamps(ids)
-    return pa.Table.from_pydict({name: columns[name] for name in EVENT_SCHEMA.names}, schema=EVENT_SCHEMA)
 
 
 def _parse_token(token: str | None) -> dict[str, Any] | None:
