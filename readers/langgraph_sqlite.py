@@ -373,7 +373,9 @@ class LangGraphSqliteReader(Reader):
                 memo.add_rows(cols)
         missing = missing_parents(keys) if not after else self._missing_parents_after(conn, after, skipped)
         tables, parent_findings = mark_missing_parents(tables, missing)
-        return tables, findings + parent_findings
+        # one (chunked, zero-copy) table: the index inserts a whole full listing in one
+        # statement, without the per-batch de-duplication later batches need
+        return ([pa.concat_tables(tables)] if len(tables) > 1 else tables), findings + parent_findings
 
     @staticmethod
     def _missing_parents_after(conn: sqlite3.Connection, after: int,
