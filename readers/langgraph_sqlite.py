@@ -497,9 +497,9 @@ class LangGraphSqliteReader(Reader):
         if memo is None or token is None or memo.token != token or file_stamp(self.path) != memo.stamp:
             return None
         problems = [(*key, True, codec) for key, codec in memo.odd_codecs.items()]
-        errors = [row for row in memo.errors if tuple(row[:3]) in memo.listed]
+        errors = [row for row in memo.errors if tuple(row[:3]) in memo.listed] if memo.errors else []
         findings = structure_findings(problems, errors, self.aes_key)
-        return len(memo.listed), [f for key in sorted(findings) for f in findings[key]]
+        return memo.count, [f for key in sorted(findings) for f in findings[key]]
 
     def _memo_answers(self, keys: list[Key]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """What this reader's last scan already found for ``keys`` (it read the same

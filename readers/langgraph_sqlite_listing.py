@@ -108,20 +108,31 @@ class StructureMemo:
     def __init__(self, stamp: tuple[Any, ...]) -> None:
         self.stamp = stamp
         self.token: str | None = None
-        self.listed: set[Key] = set()
+        self.count = 0
         self.odd_codecs: dict[Key, str | None] = {}
         self.errors: list[tuple[Any, ...]] = []
+        self._columns: list[tuple[Sequence[str], Sequence[str], Sequence[str]]] = []
+        self._listed: set[Key] | None = None
+
+    @property
+    def listed(self) -> set[Key]:
+        """The keys listed, built on first use (a full index never needs them)."""
+        if self._listed is None:
+            self._listed = {key for threads, namespaces, ids in self._columns
+                            for key in zip(threads, _none_as_empty(namespaces), ids)}
+        return self._listed
 
     def clear(self) -> None:
-        self.listed.clear()
+        self.count, self._columns, self._listed = 0, [], None
         self.odd_codecs.clear()
 
     def add_rows(self, cols: CheckpointColumns) -> None:
-        keys = zip(cols.thread_ids, _none_as_empty(cols.namespaces), cols.checkpoint_ids)
         if cols.codecs is not None and not all(is_known_type(c) for c in set(cols.codecs)):
-            keys = list(keys)
+            keys = zip(cols.thread_ids, _none_as_empty(cols.namespaces), cols.checkpoint_ids)
             self.odd_codecs.update((k, c) for k, c in zip(keys, cols.codecs) if not is_known_type(c))
-        self.listed.update(keys)
+        self._columns.append((cols.thread_ids, cols.namespaces, cols.checkpoint_ids))
+        self.count += len(cols.checkpoint_ids)
+        self._listed = None
 
     def add_error(self, row: tuple[Any, ...]) -> None:
         """An EVENTS_SQL row of an ``__error__`` write, in STRUCTURE_ERRORS_SQL's order."""
