@@ -13,7 +13,7 @@ imports anything named in data and never unpickles:
 - legacy ``json`` constructors (``{"lc": 1|2, "type": "constructor", ...}``)
   become the same tagged dicts;
 - ``pickle`` payloads are only walked with ``pickletools.genops`` to list the
-  globals they would import;
+  globals they would import (lastgood.readers.pickle_scan);
 - ``msgpack+aes`` is decrypted only when a key is given.
 
 Nested ``bytes`` values inside msgpack data stay ``bytes``; a top-level
@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickletools
 import threading
 from collections.abc import Callable, Iterator
 from itertools import repeat
@@ -35,6 +34,7 @@ import msgpack
 
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, MissingDependency, ReaderError
+from lastgood.readers.pickle_scan import decode_pickle, pickle_globals  # noqa: F401 - pickle_globals re-exported
 
 AES_KEY_ENV = "LANGGRAPH_AES_KEY"
 DELTA_SNAPSHOT_TYPE = "langgraph.checkpoint.serde.types._DeltaSnapshot"
@@ -368,65 +368,6 @@ def _lc_hook(obj: dict[str, Any]) -> Any:
     if kind == "not_implemented":
         return {"$not_implemented": path, "repr": obj.get("repr")}
     return obj
-
-
-# --- pickle ------------------------------------------------------------------
-
-_STRING_OPS = frozenset(
-    {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING",
-     "BINSTRING", "STRING"}
-)
-_GET_OPS = frozenset({"GET", "BINGET", "LONG_BINGET"})
-_PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
-_SILENT_OPS = frozenset({"PROTO", "FRAME"})
-
-
-def pickle_globals(data: bytes) -> tuple[list[str], str | None]:
-    """The globals a pickle would import (never loading it) and the damage, if any."""
-    found: list[str] = []
-    try:
-        for name in _iter_pickle_globals(data):
-            if name not in found:
-                found.append(name)
-    except Exception as exc:  # noqa: BLE001 - genops raises ValueError and friends
-        return found, str(exc) or type(exc).__name__
-    return found, None
-
-
-def _iter_pickle_globals(data: bytes) -> Iterator[str]:
-    pushed: list[Any] = []
-    memo: dict[Any, Any] = {}
-    for op, arg, _pos in pickletools.genops(data):
-        name = op.name
-        if name in ("GLOBAL", "INST"):
-            yield str(arg).replace(" ", ".", 1)
-        elif name == "STACK_GLOBAL":
-            yield _stack_global(pushed)
-            pushed.append(None)
-        elif name in _STRING_OPS:
-            pushed.append(arg.decode("latin-1") if isinstance(arg, bytes) else arg)
-        elif name in _GET_OPS:
-            pushed.append(memo.get(arg))
-        elif name == "MEMOIZE":
-            memo[len(memo)] = pushed[-1] if pushed else None
-        elif name in _PUT_OPS:
-            memo[arg] = pushed[-1] if pushed else None
-        elif name not in _SILENT_OPS:
-            pushed.append(None)
-
-
-def _stack_global(pushed: list[Any]) -> str:
-    if len(pushed) >= 2 and isinstance(pushed[-2], str) and isinstance(pushed[-1], str):
-        return f"{pushed[-2]}.{pushed[-1]}"
-    return "<unresolved STACK_GLOBAL>"
-
-
-def decode_pickle(data: bytes) -> dict[str, Any]:
-    """A marker listing the pickle's globals; the pickle is never loaded."""
-    found, problem = pickle_globals(data)
-    if problem:
-        raise DecodeError(f"pickle: {problem} (globals named before the damage: {found})")
-    return {"$unloaded": "pickle", "globals": found, "size": len(data)}
 
 
 # --- encryption --------------------------------------------------------------
