@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -156,9 +158,18 @@ class CatalogEntries:
     def __init__(self, batches: Sequence[pa.Table | ParquetSource]) -> None:
         import duckdb
 
+        self.spill = tempfile.mkdtemp(prefix="lastgood-check-")  # private; DuckDB's default is ./.tmp
         self.con = duckdb.connect()
         self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        self.con.execute("SET preserve_insertion_order = false")
+        try:
+            self.con.execute("SET temp_directory = $dir", {"dir": self.spill})
+            self.con.execute("SET preserve_insertion_order = false")
+            self.count = self._load(batches)
+        except BaseException:
+            self.close()
+            raise
+
+    def _load(self, batches: Sequence[pa.Table | ParquetSource]) -> int:
         selects, params = [], {}
         for number, batch in enumerate(batches):
             if isinstance(batch, ParquetSource):
@@ -179,10 +190,11 @@ class CatalogEntries:
         for number, batch in enumerate(batches):
             if not isinstance(batch, ParquetSource):
                 self.con.unregister(f"batch{number}")
-        self.count = int(self.con.execute("SELECT count(*) FROM entries").fetchall()[0][0])
+        return int(self.con.execute("SELECT count(*) FROM entries").fetchall()[0][0])
 
     def close(self) -> None:
         self.con.close()
+        shutil.rmtree(self.spill, ignore_errors=True)
 
     def unclean(self, blobs: Blobs | None, keys: Sequence[Key] | None) -> list[CheckpointRecord]:
         """Entries (of ``keys``, or all) that are not clean against the walked ``blobs``;
