@@ -413,10 +413,13 @@ def cost(value: Any, budget: int = limits.MAX_STATE_COST) -> int:
     bytes); stops counting past ``budget``.
 
     Shared sub-objects count every time they appear: that is what rendering them costs.
-    The value ``check_state`` measured last is answered from that measurement (a reader
-    asks for the cost of the state it just checked)."""
+    The value ``check_state`` measured last is answered from that measurement, once (a
+    reader asks for the cost of the state it just checked; asked again, the value may
+    have been patched in place since, so it is measured)."""
+    global _last_checked
     checked = _last_checked
     if checked is not None and checked[0] is value:
+        _last_checked = None
         return checked[1]
     return measure(value, budget)[0]
 

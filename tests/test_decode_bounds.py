@@ -133,5 +133,7 @@ def test_cost_of_the_state_just_checked_is_its_measure() -> None:
     state = {"messages": [{"id": f"m{i}", "content": "x" * 700} for i in range(50)]}
     validate.check_state(state, "state", 10**6)
     assert validate.cost(state) == reference_cost(state)
+    state["messages"].append({"id": "late", "content": "y" * 900})  # changed in place after the check
+    assert validate.cost(state) == reference_cost(state)  # measured again, not the remembered cost
     other = {"messages": state["messages"][:10]}  # another value: measured afresh
     assert validate.cost(other) == reference_cost(other)
