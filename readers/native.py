@@ -374,8 +374,10 @@ class NativeReader(Reader):
     def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
         """(checkpoints, findings) of a structure check of everything the catalog lists,
         when ``token`` (what the index holds) is still the catalog's listing."""
-        if token is None:
-            return None
+        memo = self._full_scan
+        if token is None or ((memo is None or memo[0] != token)
+                             and json.dumps(self._listing(), sort_keys=True) != token):
+            return None  # the index holds another listing: not worth reading the catalog
         entries, read = self._entries(token)
         try:
             if read != token:
