@@ -164,7 +164,10 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         output.warn(f"serving on {args.host}: anyone who can reach it can read these stores; "
                     "put a login in front of it (docs/security.md)")
     # structure only, beside the server's start-up: data checks run in the dashboard's background
-    serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader, known=known)
+    # a read-only dashboard shows a known store as indexed and refreshes it after the first page;
+    # with writes enabled the first page waits for the refresh (no action starts from a stale view)
+    serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader,
+                                known=() if args.allow_write else known)
     output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
     serve.import_pandas_first()
     serve.quiet_cache_warning()

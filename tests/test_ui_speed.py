@@ -232,3 +232,27 @@ def test_the_background_data_check_starts_without_reading_every_runs_health(stor
     assert job is not None and job.depth == "data" and job.only_unverified
     background.wait(index_path, url, timeout=120)
     assert job.state == "done"
+
+
+def test_with_writes_enabled_the_first_page_waits_for_a_known_stores_refresh(store, monkeypatch) -> None:
+    from lastgood.readers.native_writer import NativeWriter
+
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    index_store(Catalog(index_path), url, check="structure")
+    NativeWriter(url, create=False).save("run-0", {"late": True})  # written after the last index
+    monkeypatch.setenv("LASTGOOD_ALLOW_WRITE", "1")
+    import lastgood.stores
+
+    real_index_store = lastgood.stores.index_store
+
+    def slow_index_store(*args, **kwargs):
+        time.sleep(1.0)  # still running when the first page asks for it
+        return real_index_store(*args, **kwargs)
+
+    monkeypatch.setattr(lastgood.stores, "index_store", slow_index_store)
+    serve.refresh_in_background(index_path, [url], known=())  # as `lastgood ui --allow-write` starts it
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS + 1}"  # no action starts from a stale view
+    assert not any("Looking for new checkpoints" in c.value for c in at.sidebar.caption)
