@@ -1,8 +1,8 @@
 """Overview: what is in this store, what is damaged, what it costs, what to do next.
 
-Drawn in the order it can be known: the numbers and the status chart (one cheap query) go to the
-browser first, so Chromium loads the charting code while the other queries run; the suggested
-actions fill the box reserved for them above the charts."""
+The numbers (one cheap query) go to the browser first; the other queries run after them, then the
+suggested actions, the figures and the tables (the browser draws the numbers completely before it
+loads the charting code)."""
 
 import streamlit as st
 
@@ -21,17 +21,15 @@ if o.checkpoints == 0:
     st.stop()
 
 ui.render_kpis(o)
+data = ui.overview_data(ref, o)
 
 st.subheader("Suggested actions")
-actions_box = st.empty()
+ui.render_actions(data.actions)
+
 left, right = st.columns(2)
 with left:
     st.subheader("Checkpoints by status")
     st.plotly_chart(ui.status_figure(o.by_status), key="status-chart")
-
-data = ui.overview_data(ref, o)
-with actions_box.container():
-    ui.render_actions(data.actions)
 with right:
     st.subheader("Storage growth by agent")
     if data.growth.empty:
