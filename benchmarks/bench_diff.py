@@ -42,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
+    cache_bytecode,
     ROOT,
     ChildResult,
     Samples,
@@ -303,6 +304,7 @@ def _changes(summary: dict[str, int] | None) -> str:
 
 
 def main() -> None:
+    cache_bytecode()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--appended", type=int, default=4_000)

@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    cache_bytecode,
     ROOT,
     ChildResult,
     Samples,
@@ -237,6 +238,7 @@ def build_rows(m: dict[str, Any]) -> tuple[list[list[str]], bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    cache_bytecode()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoints", type=int, default=303)
     parser.add_argument("--messages", type=int, default=10_000)

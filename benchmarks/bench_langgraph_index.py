@@ -52,6 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    cache_bytecode,
     ROOT,
     ChildResult,
     Samples,
@@ -412,6 +413,7 @@ def details(m: dict[str, Any], db: Path, info: dict[str, Any], repeat: int, page
 
 
 def main(argv: list[str] | None = None) -> int:
+    cache_bytecode()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1600)
     parser.add_argument("--steps", type=int, default=63)

@@ -42,6 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    BYTECODE_NOTE,
+    cache_bytecode,
     ROOT,
     ChildResult,
     Samples,
@@ -190,22 +192,6 @@ def export_catalog(store: Path) -> tuple[Path, int]:
 
 
 # ---- measuring ---------------------------------------------------------------------
-
-BYTECODE_NOTE: list[str] = []
-
-
-def cache_bytecode() -> None:
-    """Run the children as an installed package runs: with its modules' bytecode cached
-    (pip compiles a wheel's at install time). A PYTHONDONTWRITEBYTECODE=1 environment
-    (this machine's sessions set it) would recompile every Lastgood module in every
-    command, ~0.1 s of each."""
-    import compileall
-
-    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
-        BYTECODE_NOTE.append("PYTHONDONTWRITEBYTECODE was set here; the children run without it")
-    for folder in ("app", "readers", "pages"):
-        compileall.compile_dir(str(ROOT / folder), quiet=1)
-
 
 def lastgood_command() -> list[str]:
     script = Path(sys.executable).with_name("lastgood")

@@ -42,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
+    cache_bytecode,
     ROOT,
     fmt_bytes,
     fmt_seconds,
@@ -281,6 +282,7 @@ same server."""
 
 
 def main(argv: list[str] | None = None) -> int:
+    cache_bytecode()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=50)
