@@ -1,8 +1,4 @@
-"""Overview: what is in this store, what is damaged, what it costs, what to do next.
-
-The numbers (one cheap query) go to the browser first; the other queries run after them, then the
-suggested actions, the figures and the tables (the browser draws the numbers completely before it
-loads the charting code)."""
+"""Overview: what is in this store, what is damaged, what it costs, what to do next."""
 
 import streamlit as st
 
@@ -13,7 +9,8 @@ ref = ui.store_picker()
 if ref is None:
     st.stop()
 st.caption(f"Store {ui.code(ref.display)}")
-o = ui.overview_numbers(ref)
+data = ui.overview_data(ref)
+o = data.overview
 
 if o.checkpoints == 0:
     st.info("No checkpoints in this store yet. Agents add them with `NativeWriter.save(...)` "
@@ -21,7 +18,6 @@ if o.checkpoints == 0:
     st.stop()
 
 ui.render_kpis(o)
-data = ui.overview_data(ref, o)
 
 st.subheader("Suggested actions")
 ui.render_actions(data.actions)

@@ -3,7 +3,6 @@
 - the command serves from its own process (no second interpreter running ``streamlit run``);
 - the stores are refreshed by a start-up thread and the first page uses that refresh instead of
   indexing the store again (later sessions refresh it themselves);
-- the Overview sends its numbers before running its other queries (figures after them);
 - a store that cannot be opened, or a URL with a secret, still gives one line and exit 2;
 - Streamlit's component-manifest scan is skipped, background checks are cancelled at shutdown.
 
@@ -24,7 +23,6 @@ from streamlit.testing.v1 import AppTest
 
 from lastgood import background, queries, serve, ui
 from lastgood.catalog import Catalog
-from lastgood.errors import LastgoodError
 from lastgood.stores import index_store, normalize_url
 from tests.fixtures_browser import free_port, group_pids, stop_group, wait_for_health
 from tests.helpers import lastgood_cli, write_store
@@ -83,20 +81,6 @@ def test_a_failed_startup_refresh_is_shown_by_the_page(tmp_path: Path, monkeypat
     at = AppTest.from_file(ENTRY, default_timeout=60).run()
     assert not at.exception
     assert any("no-such-store" in e.value for e in at.error), [e.value for e in at.error]
-
-
-def test_overview_sends_its_numbers_before_its_other_queries_and_figures(store, monkeypatch) -> None:
-    url, home = store
-    index_store(Catalog(str(home / "index.duckdb")), url, check="structure")
-
-    def runs_fail(*args: object) -> None:
-        raise LastgoodError("the runs query failed")
-
-    monkeypatch.setitem(ui.QUERIES, "runs", runs_fail)
-    at = AppTest.from_file(ENTRY, default_timeout=60).run()
-    assert [e.value for e in at.error] == ["the runs query failed"]
-    assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"  # already on the page
-    assert len(at.get("plotly_chart")) == 0  # figures come after the queries
 
 
 def test_startup_refresh_is_taken_once_and_reports_what_it_did(store) -> None:

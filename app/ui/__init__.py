@@ -313,18 +313,11 @@ def _show_last_error() -> None:
 # ---- overview -------------------------------------------------------------------------
 
 
-def overview_numbers(ref: StoreRef) -> queries.Overview:
-    """The Overview's numbers (counts, storage, statuses): what the page shows first."""
-    with guarded():
-        return query(ref, "overview")
-
-
-def overview_data(ref: StoreRef, overview: queries.Overview | None = None) -> OverviewData:
-    """Everything else the Overview shows (``overview``: the numbers, when already read)."""
+def overview_data(ref: StoreRef) -> OverviewData:
     with guarded():
         runs = query(ref, "runs")
-        data = OverviewData(overview or query(ref, "overview"), query(ref, "agents"), runs,
-                            query(ref, "growth"), _redact_frame(query(ref, "failures")))
+        data = OverviewData(query(ref, "overview"), query(ref, "agents"), runs, query(ref, "growth"),
+                            _redact_frame(query(ref, "failures")))
         data.actions = suggested_actions(ref, data, query(ref, "verification"))
     return data
 
