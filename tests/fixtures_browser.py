@@ -160,13 +160,18 @@ def browser_store(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 @pytest.fixture(scope="module")
 def streamlit_server(browser_store: DemoStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of `lastgood ui` serving the demo store."""
-    log = tmp_path_factory.mktemp("streamlit-log") / "streamlit.log"
-    proc, url = start_streamlit(browser_store, log)
+    yield from serve_store(browser_store, tmp_path_factory.mktemp("streamlit-log") / "streamlit.log")
+
+
+def serve_store(store: DemoStore, log: Path, timeout: float = 30.0) -> Iterator[str]:
+    """`lastgood ui` on ``store`` until the generator is closed; fails with the server's log
+    when it does not come up."""
+    proc, url = start_streamlit(store, log)
     try:
-        wait_for_health(url, proc)
+        wait_for_health(url, proc, timeout=timeout)
     except (RuntimeError, TimeoutError) as exc:
         stop_group(proc)
-        pytest.fail(f"{exc}\n--- streamlit log ---\n{log.read_text(errors='replace')[-4000:]}")
+        pytest.fail(f"{exc}\n--- lastgood ui log ---\n{log.read_text(errors='replace')[-4000:]}")
     try:
         yield url
     finally:

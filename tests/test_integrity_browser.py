@@ -14,8 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.fixtures_browser import (SECRET, DemoStore, build_demo_store, start_streamlit, stop_group,
-                                    wait_for_health)
+from tests.fixtures_browser import SECRET, DemoStore, build_demo_store, serve_store
 
 pytestmark = pytest.mark.browser
 WAIT_MS = 90_000
@@ -31,17 +30,7 @@ def damaged_store(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture(scope="module")
 def server(damaged_store: DemoStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("integrity-browser-log") / "ui.log"
-    proc, url = start_streamlit(damaged_store, log)
-    try:
-        wait_for_health(url, proc, timeout=120)
-    except (RuntimeError, TimeoutError) as exc:
-        stop_group(proc)
-        pytest.fail(f"{exc}\n--- lastgood ui log ---\n{log.read_text(errors='replace')[-4000:]}")
-    try:
-        yield url
-    finally:
-        stop_group(proc)
+    yield from serve_store(damaged_store, tmp_path_factory.mktemp("integrity-browser-log") / "ui.log", timeout=120)
 
 
 def _findings_grid(page):

@@ -227,12 +227,18 @@ def _one_by_one(reader: NativeReader, records) -> list[tuple[str, str | None, st
     return sorted(found)
 
 
+def _count_walks(monkeypatch) -> list[str]:
+    """The roots native_structure walks from now on (the walk itself still runs)."""
+    walks: list[str] = []
+    walk = native_structure.walk_local
+    monkeypatch.setattr(native_structure, "walk_local", lambda root: walks.append(root) or walk(root))
+    return walks
+
+
 def test_set_based_structure_check_finds_what_the_per_checkpoint_check_finds(tmp_path: Path,
                                                                            monkeypatch) -> None:
     url = _damaged_store(tmp_path)
-    walks = []
-    walk = native_structure.walk_local
-    monkeypatch.setattr(native_structure, "walk_local", lambda root: walks.append(root) or walk(root))
+    walks = _count_walks(monkeypatch)
     reader = NativeReader(url)
     scan, records = scan_records(reader)
     expected = _one_by_one(NativeReader(url), records)
@@ -332,9 +338,7 @@ def test_a_big_listing_walks_the_blob_tree_ahead_and_the_check_uses_that_walk(tm
                                                                               monkeypatch) -> None:
     url = _damaged_store(tmp_path)
     monkeypatch.setattr(native_structure, "WALK_AHEAD_ROWS", 1)  # the 1M store's path, on a small store
-    walks = []
-    walk = native_structure.walk_local
-    monkeypatch.setattr(native_structure, "walk_local", lambda root: walks.append(root) or walk(root))
+    walks = _count_walks(monkeypatch)
     reader = NativeReader(url)
     scan, records = scan_records(reader)
     expected = _one_by_one(NativeReader(url), records)
