@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    cache_bytecode,
     ROOT,
     Samples,
     fmt_seconds,
@@ -292,6 +293,7 @@ def prepare_db(cache: Path, threads: int, steps: int) -> tuple[Path, dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
+    cache_bytecode()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1600)
     parser.add_argument("--steps", type=int, default=63)
