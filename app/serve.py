@@ -35,6 +35,7 @@ class StartupRefresh:
     """One store's refresh by the start-up thread (read by the first page that shows it)."""
 
     url: str
+    known: bool = False  # already in the index when the command started: shown as it is meanwhile
     done: threading.Event = field(default_factory=threading.Event)
     store_id: int | None = None
     changed: bool = False
@@ -57,18 +58,17 @@ def refresh_in_background(index_path: str, urls: Sequence[str], *, reader_name: 
     Never-seen stores go first and at once (their first page waits for them); the ``known``
     ones (already in the index: shown as they are) wait until the first page was drawn, so
     their refresh does not take CPU from it."""
-    pending = sorted((StartupRefresh(url) for url in urls), key=lambda r: r.url in known)
+    pending = sorted((StartupRefresh(url, known=url in known) for url in urls), key=lambda r: r.known)
     with _lock:
         _refreshes.update({(index_path, r.url): r for r in pending})
-    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check,
-                                                         frozenset(known)),
+    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check),
                               daemon=True, name="lastgood-startup-index")
     thread.start()
     return thread
 
 
 def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
-                 check: str, known: frozenset[str]) -> None:
+                 check: str) -> None:
     from lastgood.catalog import Catalog
     from lastgood.stores import index_store
 
@@ -76,7 +76,7 @@ def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: st
     try:
         catalog = Catalog(index_path, keep_open=False)
         for refresh in pending:
-            if refresh.url in known:
+            if refresh.known:
                 first_page_shown.wait(FIRST_PAGE_WAIT)
             started = time.perf_counter()
             try:

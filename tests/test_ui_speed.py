@@ -70,6 +70,35 @@ def test_first_page_uses_the_startup_refresh_instead_of_indexing_again(store, mo
     assert calls == [url]
 
 
+def test_a_never_seen_store_registered_but_not_yet_listed_waits_for_the_startup_refresh(
+        store, monkeypatch) -> None:
+    """The start-up thread registers a never-seen store before listing it: a first page that
+    arrives in between must wait for the listing, not show the empty store as a known one."""
+    import threading
+
+    from lastgood import stores
+
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    registered, gate = threading.Event(), threading.Event()
+    real_index_store = stores.index_store
+
+    def registered_then_listed(catalog, u, **kwargs):
+        stores.open_store(catalog, u, kwargs.get("reader_name")).reader.close()  # the row exists
+        registered.set()
+        gate.wait(30)
+        return real_index_store(catalog, u, **kwargs)
+
+    monkeypatch.setattr(stores, "index_store", registered_then_listed)
+    serve.refresh_in_background(index_path, [url])
+    assert registered.wait(30)
+    threading.Timer(1.0, gate.set).start()  # the listing ends while the first page runs
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"
+
+
 def test_a_failed_startup_refresh_is_shown_by_the_page(tmp_path: Path, monkeypatch) -> None:
     missing = normalize_url(str(tmp_path / "no-such-store"))
     home = tmp_path / "home"

@@ -268,7 +268,8 @@ def _ensure_indexed(catalog: Catalog, index_path: str, url: str, allow_write: bo
         from lastgood.ui import server  # imports this module
 
         startup = serve.take_startup_refresh(index_path, url)
-        if startup is not None and url in known and not startup.done.is_set() and not allow_write:
+        # a store the command found in the index (not one its start-up refresh is adding right now)
+        if startup is not None and startup.known and not startup.done.is_set() and not allow_write:
             server.follow_startup_refresh(startup)  # a read-only reopen: the index as it is, updated after
         elif server.startup_refreshed(startup) or _index(catalog, url) is not None:
             known = queries.indexed_stores(catalog)
