@@ -136,11 +136,17 @@ def page(chromium_browser):
     context.close()
 
 
-def _checkpoints_shown(page) -> str:
-    page.get_by_test_id("stMetricValue").first.wait_for()
-    labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
-    values = page.get_by_test_id("stMetricValue").all_inner_texts()
-    return dict(zip((x.strip() for x in labels), (v.strip() for v in values)))["Checkpoints"]
+def _checkpoints_shown(page, wait_ms: int = 90_000) -> str:
+    """The Overview's "Checkpoints" value, once its label and every value beside it are drawn
+    (Streamlit draws the metrics one by one: a label and value read half-way do not pair)."""
+    labels: list[str] = []
+    for _ in range(wait_ms // 250):
+        labels = [x.strip() for x in page.get_by_test_id("stMetricLabel").all_inner_texts()]
+        values = [v.strip() for v in page.get_by_test_id("stMetricValue").all_inner_texts()]
+        if "Checkpoints" in labels and len(labels) == len(values):
+            return values[labels.index("Checkpoints")]
+        page.wait_for_timeout(250)
+    raise AssertionError(f"the Overview showed no Checkpoints metric (labels: {labels})")
 
 
 def _choose_store(page, label_part: str) -> None:
