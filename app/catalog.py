@@ -230,12 +230,14 @@ class Catalog:
                 con.execute("DROP TABLE IF EXISTS checked_ids")
 
     def record_findings_where(self, store_id: int, where: str, params: dict[str, Any],
-                              findings: list[Finding], depth: str) -> None:
+                              findings: list[Finding], depth: str, level: str | None = None) -> None:
         """:meth:`record_findings` for every checkpoint of the store matching the SQL
         predicate ``where`` (named ``$`` parameters in ``params``): a set-based check
-        of a whole selection is recorded without its ids going through Python."""
+        of a whole selection is recorded without its ids going through Python.
+        ``level`` 'catalog': a structure check that did not look at the blob files
+        (``verified`` becomes 'catalog' unless a data check was recorded)."""
         with self.connect() as con:
-            _record_checked(con, store_id, where, params, findings, depth)
+            _record_checked(con, store_id, where, params, findings, depth, level)
 
     def replace_lineage_findings(self, store_id: int, findings: list[Finding]) -> None:
         """Replace the store's lineage findings (parents missing, cycles, chains built on damage)."""
@@ -267,8 +269,10 @@ def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,
 
 
 def _record_checked(con: duckdb.DuckDBPyConnection, store_id: int, where: str, params: dict[str, Any],
-                    findings: list[Finding], depth: str) -> None:
-    """The body of ``record_findings``: ``where`` selects the checked checkpoints."""
+                    findings: list[Finding], depth: str, level: str | None = None) -> None:
+    """The body of ``record_findings``: ``where`` selects the checked checkpoints; ``verified``
+    becomes ``level`` (default ``depth``; 'catalog': structure without the blob files), and a
+    structure check never takes it down from 'data'."""
     replaced = ["structure", "data"] if depth == "data" else ["structure"]
     now = datetime.now(UTC)
     params = {**params, "sid": store_id}
@@ -284,11 +288,11 @@ def _record_checked(con: duckdb.DuckDBPyConnection, store_id: int, where: str, p
         checked = "checkpoint_id IN (SELECT checkpoint_id FROM checked_keys)"
         con.execute(f"""UPDATE checkpoints SET
                            verified = CASE WHEN $depth = 'structure' AND verified = 'data'
-                                           THEN 'data' ELSE $depth END,
+                                           THEN 'data' ELSE $level END,
                            data_checked_at = CASE WHEN $depth = 'data' THEN $now
                                                   ELSE data_checked_at END
                        WHERE store_id = $sid AND {checked}""",
-                    {"depth": depth, "now": now, "sid": store_id})
+                    {"depth": depth, "level": level or depth, "now": now, "sid": store_id})
         _reset_statuses(con, store_id, checked)
         _apply_error_statuses(con, store_id)
         con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?", [now, store_id])

@@ -18,7 +18,7 @@ from lastgood import output, queries
 from lastgood.catalog import Catalog
 from lastgood.config import Settings, check_port, load_settings
 from lastgood.errors import LastgoodError, as_fault
-from lastgood.stores import CHECK_DEPTHS, data_pending, index_store, open_catalog, open_store
+from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store
 from lastgood.verify import store_findings
 
 
@@ -118,6 +118,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         "seconds": round(summary.refresh.seconds + (summary.verify.seconds if summary.verify else 0), 3),
         "overview": output.overview_dict(queries.overview(catalog, store.store_id)),
         "data_pending": asdict(data_pending(catalog, store.store_id)),  # blobs not decoded yet
+        "blobs_pending": blobs_pending(catalog, store.store_id),  # blob files not looked at yet
     }
     output.emit(report, fmt, output.render_index)
     return 0

@@ -149,12 +149,19 @@ def render_ls(rows: list[dict[str, Any]]) -> str:
 
 
 def _data_pending_note(rows: list[dict[str, Any]]) -> str:
-    """Say when statuses rest on structure checks only (blobs not decoded yet)."""
+    """Say when statuses rest on structure checks only (blobs not decoded yet), and when
+    not even the blob files were looked at (a store beyond LASTGOOD_AUTO_WALK_ENTRIES)."""
     pending = sum(1 for r in rows if r.get("data_checked") is False)
     if not pending:
         return ""
+    unwalked = sum(1 for r in rows if r.get("blobs_pending"))
     return (f"; data check pending for {pending} (blobs not decoded yet: status from structure checks; "
-            "run `lastgood verify --read-data STORE`)")
+            "run `lastgood verify --read-data STORE`)" + (_blobs_pending_note(unwalked) if unwalked else ""))
+
+
+def _blobs_pending_note(count: int) -> str:
+    return (f"; blob check pending for {count} (blob files not looked at yet, status from the catalog "
+            "alone: a missing blob is found by `lastgood verify STORE`)")
 
 
 def _short(text: str, width: int = 18) -> str:
@@ -195,6 +202,9 @@ def render_index(report: dict[str, Any]) -> str:
         lines.append(f"data check pending for {pending['checkpoints']} checkpoint(s) "
                      f"({human_bytes(pending['size_bytes'])} of blobs not decoded yet): "
                      "run `lastgood verify STORE --read-data`")
+    if report.get("blobs_pending"):
+        lines.append(f"blob check pending for {report['blobs_pending']} checkpoint(s) (blob files not looked "
+                     "at yet: more checkpoints than LASTGOOD_AUTO_WALK_ENTRIES); run `lastgood verify STORE`")
     lines.extend(_finding_lines(report["findings"]))
     return "\n".join(lines)
 

@@ -76,7 +76,8 @@ def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
                      status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Checkpoints in the ``ls`` JSON shape, by run then time."""
     where, params = _where(store_id, run_id=run_id, status=status)
-    sql = f"""SELECT {', '.join(LS_FIELDS)}, agent, coalesce(verified = 'data', false) AS data_checked
+    sql = f"""SELECT {', '.join(LS_FIELDS)}, agent, coalesce(verified = 'data', false) AS data_checked,
+                     coalesce(verified = 'catalog', false) AS blobs_pending
               FROM checkpoints WHERE {where}
               ORDER BY run_id, namespace, created_at, step, checkpoint_id"""
     if limit:

@@ -21,6 +21,11 @@ CHECK_DEPTHS = ("auto", "data", "structure", "none")
 # (a first look at a store with huge blobs lists at once; `lastgood verify --read-data` does
 # the rest); LASTGOOD_AUTO_DATA_BYTES overrides it (0: never decode automatically)
 AUTO_DATA_BYTES = 16 * 2**20
+# every refresh runs the catalog-level structure checks (lineage, codecs, saves, heads); the walk of
+# the blob files (presence and size of each) runs automatically only for stores of at most this
+# many checkpoints (beyond: pending until `lastgood verify STORE` or a data check);
+# LASTGOOD_AUTO_WALK_ENTRIES overrides it
+AUTO_WALK_ENTRIES = 100_000
 Progress = Callable[[int, int | None], None]
 
 
@@ -96,7 +101,8 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
     if check != "none":  # nothing new to check (a reopen): no verification pass at all
         pending = full or count_to_check(catalog, store.store_id, check, True)
         report = (verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
-                               only_unverified=not full, progress=progress)
+                               only_unverified=not full, progress=progress,
+                               blob_walk=store_size(catalog, store.store_id) <= auto_walk_entries())
                   if pending else VerifyReport(depth=check))
     return IndexSummary(store, refresh, report)
 
@@ -116,6 +122,30 @@ def data_pending(catalog: Catalog, store_id: int, only_unverified: bool = True) 
         count, size = con.execute(f"""SELECT count(*), coalesce(sum(size_bytes), 0) FROM checkpoints
                                       WHERE store_id = ? {where}""", [store_id]).fetchone()
     return Pending(int(count), int(size))
+
+
+def store_size(catalog: Catalog, store_id: int) -> int:
+    """Checkpoints the index holds for the store."""
+    with catalog.connect() as con:
+        return int(con.execute("SELECT count(*) FROM checkpoints WHERE store_id = ?", [store_id]).fetchone()[0])
+
+
+def blobs_pending(catalog: Catalog, store_id: int) -> int:
+    """Checkpoints whose blob files nothing has looked at yet (the store was beyond
+    :func:`auto_walk_entries` and neither ``lastgood verify`` nor a data check has run)."""
+    with catalog.connect() as con:
+        return int(con.execute("""SELECT count(*) FROM checkpoints WHERE store_id = ?
+                                  AND coalesce(verified, '') = 'catalog'""", [store_id]).fetchone()[0])
+
+
+def auto_walk_entries() -> int:
+    """Stores of at most this many checkpoints get their blob files walked on every refresh
+    (``LASTGOOD_AUTO_WALK_ENTRIES`` overrides it)."""
+    raw = os.environ.get("LASTGOOD_AUTO_WALK_ENTRIES", "").strip()
+    try:
+        return max(0, int(raw)) if raw else AUTO_WALK_ENTRIES
+    except ValueError:
+        raise UsageError(f"LASTGOOD_AUTO_WALK_ENTRIES must be a number of checkpoints, not {raw!r}") from None
 
 
 def auto_data_bytes() -> int:

@@ -83,12 +83,16 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
                  only_unverified: bool = False, subset: Subset | None = None,
                  workers: int | None = None, scheduler: str | None = None,
                  progress: Progress | None = None, on_findings: OnFindings | None = None,
-                 cancel: threading.Event | None = None, background: bool = False) -> VerifyReport:
+                 cancel: threading.Event | None = None, background: bool = False,
+                 blob_walk: bool = True) -> VerifyReport:
     """Check the store's checkpoints and record findings and statuses in the index.
 
     Results are written in whole chunks: when ``cancel`` is set (or Ctrl-C
     arrives) the chunks already checked are recorded with all their findings
     and nothing else changes. ``on_findings`` sees findings as they arrive.
+    Without ``blob_walk`` a reader that can (``listed_catalog_structure``) checks
+    structure from its catalog alone, and the blob files stay pending
+    (``verified = 'catalog'``) for ``lastgood verify`` or a data check.
     """
     started = time.perf_counter()
     depth = "data" if read_data or subset else "structure"
@@ -96,7 +100,7 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
     total = count_to_check(catalog, store_id, depth, only_unverified, subset)
     report = VerifyReport(depth=depth, workers=_workers(workers, scheduler, depth, total))
     recorder = _Recorder(catalog, store_id, depth)
-    if _record_listed(catalog, store_id, reader, selection, total, report):
+    if _record_listed(catalog, store_id, reader, selection, total, report, blob_walk):
         recorder.recorded_any = True
         if on_findings and report.findings:
             on_findings(report.findings)
@@ -247,19 +251,22 @@ def _chunks(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[
 
 
 def _record_listed(catalog: Catalog, store_id: int, reader: Reader, selection: _Selection, total: int,
-                   report: VerifyReport) -> bool:
+                   report: VerifyReport, blob_walk: bool = True) -> bool:
     """A structure check answered by the reader's own listing: when its last full scan is
     what the index holds (same scan token) and listed exactly the checkpoints to check,
     ``listed_structure`` gives their findings, recorded by one SQL predicate (no keys
-    fetched from the index or sent back)."""
-    listed = getattr(reader, "listed_structure", None)
+    fetched from the index or sent back). Without ``blob_walk``, ``listed_catalog_structure``
+    (catalog-level checks only) when the reader has it: recorded as ``verified = 'catalog'``."""
+    catalog_only = getattr(reader, "listed_catalog_structure", None) if not blob_walk else None
+    listed = catalog_only or getattr(reader, "listed_structure", None)
     if selection.depth != "structure" or selection.subset or not total or listed is None:
         return False
     answer = listed(catalog.scan_token(store_id))
     if answer is None or answer[0] != total:
         return False
     where, params = selection.where()
-    catalog.record_findings_where(store_id, where, params, answer[1], selection.depth)
+    catalog.record_findings_where(store_id, where, params, answer[1], selection.depth,
+                                  level="catalog" if catalog_only else None)
     report.checked, report.findings = total, list(answer[1])
     return True
 

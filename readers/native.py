@@ -11,7 +11,7 @@ import json
 import posixpath
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -110,16 +110,16 @@ class NativeReader(Reader):
         self._refused = []
         listing = self._last_listing = self._listing()
         token = json.dumps(listing, sort_keys=True)
-        previous = _parse_token(since)
+        previous = nf.parse_token(since)
         if previous == listing:
             return Scan(token=token, full=False, checkpoints=iter(()))
-        full = previous is None or _something_vanished(previous, listing)
+        full = previous is None or nf.something_vanished(previous, listing)
         base = {} if full else previous
-        new_heads = _added(base.get("heads", {}), listing["heads"])
+        new_heads = nf.added(base.get("heads", {}), listing["heads"])
         findings: list[Finding] = list(self._refused)
         batches, part_events, tails = self._entry_batches(listing, base, findings)
         self._full_scan = (token, batches) if full else None
-        if full and is_local(self.fs) and sum(b.num_rows for b in batches) >= native_structure.WALK_AHEAD_ROWS:
+        if full and is_local(self.fs) and _walk_ahead_worth(sum(b.num_rows for b in batches)):
             self._walk_ahead = native_structure.WalkAhead(self.root)
         return Scan(
             token=token,
@@ -133,8 +133,8 @@ class NativeReader(Reader):
     def _entry_batches(self, listing: dict[str, dict[str, str]], base: dict[str, Any],
                        findings: list[Finding]) -> tuple[list[Any], list[pa.Table], list[pa.Table]]:
         """Parts, tail and pending entries added since ``base``: (batches, part events, tails)."""
-        parts, part_events = self._parts(_added(base.get("parts", {}), listing["parts"]), findings)
-        tails = self._tail_tables(_added(base.get("tail", {}), listing["tail"]), findings)
+        parts, part_events = self._parts(nf.added(base.get("parts", {}), listing["parts"]), findings)
+        tails = self._tail_tables(nf.added(base.get("tail", {}), listing["tail"]), findings)
         pending = self._pending_table(listing["pending"], tails, parts, findings)
         batches = [*parts, *[_as_checkpoints(t) for t in tails if t.num_rows], pending]
         return [b for b in batches if b.num_rows], part_events, tails
@@ -374,15 +374,26 @@ class NativeReader(Reader):
     def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
         """(checkpoints, findings) of a structure check of everything the catalog lists,
         when ``token`` (what the index holds) is still the catalog's listing."""
+        return self._listed(token, lambda entries: self._unclean_findings(entries.unclean(self._walk(), None)))
+
+    def listed_catalog_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        """:meth:`listed_structure` without the blob files: what the catalog alone shows
+        (saves never committed, unknown codecs, locations missing or leaving the store).
+        Whether each blob exists with its listed size is left to ``lastgood verify`` or
+        the data check (the index records these checkpoints as ``verified = 'catalog'``)."""
+        return self._listed(token, lambda entries: [
+            _finding(r, *p) for r in entries.catalog_unclean() if (p := self._catalog_problem(r))])
+
+    def _listed(self, token: str | None, judge: Callable[[native_structure.CatalogEntries], list[Finding]]
+                ) -> tuple[int, list[Finding]] | None:
+        """(entries, ``judge``'s findings) when ``token`` is still the catalog's listing."""
         memo = self._full_scan
         if token is None or ((memo is None or memo[0] != token)
                              and json.dumps(self._listing(), sort_keys=True) != token):
             return None  # the index holds another listing: not worth reading the catalog
         entries, read = self._entries(token)
         try:
-            if read != token:
-                return None
-            return entries.count, self._unclean_findings(entries.unclean(self._walk(), None))
+            return None if read != token else (entries.count, judge(entries))
         finally:
             entries.close()
 
@@ -455,9 +466,8 @@ class NativeReader(Reader):
                 sizes[key] = (_refusal_check(exc), str(exc))
         return sizes
 
-    def _structural_problem(
-        self, record: CheckpointRecord, sizes: dict[str, Size]
-    ) -> tuple[Check, str] | None:
+    def _catalog_problem(self, record: CheckpointRecord) -> tuple[Check, str] | None:
+        """What the catalog entry alone shows is wrong (no blob file looked at)."""
         if record.status == "incomplete":
             return (Check.INCOMPLETE, record.status_reason or "save never committed")
         if not record.location:
@@ -468,6 +478,13 @@ class NativeReader(Reader):
             return (Check.UNSAFE_PATH, str(exc))
         if record.codec not in nf.CODECS:
             return (Check.UNKNOWN_CODEC, f"unknown codec {record.codec!r} (known: {', '.join(nf.CODECS)})")
+        return None
+
+    def _structural_problem(
+        self, record: CheckpointRecord, sizes: dict[str, Size]
+    ) -> tuple[Check, str] | None:
+        if problem := self._catalog_problem(record):
+            return problem
         location = posixpath.normpath(record.location)
         if location not in sizes:
             return (Check.BLOB_MISSING, f"blob {record.location} does not exist")
@@ -553,26 +570,11 @@ def _cid(ref: Mapping[str, Any]) -> str:
     return str(ref.get("checkpoint_id"))[:limits.MAX_ID_CHARS]
 
 
-def _parse_token(token: str | None) -> dict[str, dict[str, str]] | None:
-    if not token:
-        return None
-    try:
-        value = json.loads(token)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+def _walk_ahead_worth(rows: int) -> bool:
+    """A listing this big whose blob files the index walks (lastgood.stores.auto_walk_entries)."""
+    from lastgood.stores import auto_walk_entries  # the index's rule; imported when a store is read
 
-
-def _added(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    return [name for name, stamp in after.items() if before.get(name) != stamp]
-
-
-def _something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """Parts or tail files removed with no new part to hold them: rescan everything."""
-    gone = any(n not in after.get(k, {}) for k in ("parts", "tail") for n in before.get(k, {}))
-    gone_pending = any(n not in after["pending"] for n in before.get("pending", {}))
-    grew = bool(_added(before.get("parts", {}), after["parts"]))
-    return (gone and not grew) or (gone_pending and not after["tail"] and not grew)
+    return native_structure.WALK_AHEAD_ROWS <= rows <= auto_walk_entries()
 
 
 def _ids(batch: pa.Table | ParquetSource) -> list[str]:

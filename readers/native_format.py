@@ -19,6 +19,7 @@ import time
 import urllib.parse
 import uuid
 from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
@@ -278,3 +279,27 @@ def pending_record(marker: dict[str, Any]) -> CheckpointRecord:
 
 def _when(ts: datetime | None) -> str:
     return iso(ts) if ts else "at an unknown time"
+
+
+# ---- listing tokens (what a scan saw: stamps of parts, tail, pending markers, heads) ----------
+
+def parse_token(token: str | None) -> dict[str, dict[str, str]] | None:
+    if not token:
+        return None
+    try:
+        value = json.loads(token)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def added(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return [name for name, stamp in after.items() if before.get(name) != stamp]
+
+
+def something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Parts or tail files removed with no new part to hold them: rescan everything."""
+    gone = any(n not in after.get(k, {}) for k in ("parts", "tail") for n in before.get(k, {}))
+    gone_pending = any(n not in after["pending"] for n in before.get("pending", {}))
+    grew = bool(added(before.get("parts", {}), after["parts"]))
+    return (gone and not grew) or (gone_pending and not after["tail"] and not grew)

@@ -35,6 +35,9 @@ MEMORY_LIMIT = "256MB"  # DuckDB spills beyond this: the check stays well inside
 ENTRY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "step", "kind", "status", "status_reason",
                  "size_bytes", "codec", "location")
 Key = tuple[str, str, str]
+# a location the catalog-level check clears without the reader: blobs/ then plain names (no
+# '.' or '..' segment, no backslash, no empty segment)
+PLAIN_LOCATION = r"blobs(/[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*)+"
 
 
 @dataclass
@@ -228,6 +231,18 @@ class CatalogEntries:
         finally:
             self.con.execute("DROP TABLE IF EXISTS wanted")
             self.con.execute("DROP TABLE IF EXISTS blobs")
+
+
+    def catalog_unclean(self) -> list[CheckpointRecord]:
+        """Entries the catalog alone finds fault with, or cannot clear (the blob files are
+        not looked at): a save never committed, an unknown codec, no location, or one that
+        is not a plain relative path under ``blobs/`` (the reader judges those one by one)."""
+        sql = f"""SELECT {', '.join(ENTRY_COLUMNS)} FROM entries
+                  WHERE NOT coalesce(status <> 'incomplete' AND codec IN (SELECT unnest($codecs))
+                        AND regexp_full_match(location, $plain), false)
+                  ORDER BY run_id, namespace, step, checkpoint_id"""
+        rows = self.con.execute(sql, {"codecs": list(nf.CODECS), "plain": PLAIN_LOCATION}).fetchall()
+        return [_record(row) for row in rows]
 
 
 def _record(row: tuple[Any, ...]) -> CheckpointRecord:

@@ -19,7 +19,7 @@ from lastgood.readers.fsutil import safe_join
 from lastgood.readers.jsonpatch import PatchError, apply_patch, make_patch
 from lastgood.readers.native import NativeReader
 from lastgood.readers.native_writer import NativeWriter
-from tests.helpers import write_store
+from tests.helpers import lastgood_cli, write_store
 
 
 def scan_records(reader: NativeReader, since: str | None = None):
@@ -375,3 +375,81 @@ def test_index_refresh_retries_while_compactions_keep_removing_what_it_listed(tm
     assert CompactsAfterListing.times == 0 and report.checkpoints == 3 + 15
     with catalog.connect() as con:
         assert con.execute("SELECT count(DISTINCT checkpoint_id), count(*) FROM checkpoints").fetchall() == [(18, 18)]
+
+
+# ---- blob walk only up to LASTGOOD_AUTO_WALK_ENTRIES (issue #8's product decision) ------------
+
+CATALOG_LEVEL = {"escape", "codec", "backslash", "never"}  # what _damaged_store's catalog alone shows
+
+
+def test_catalog_level_check_finds_what_the_catalog_shows_without_walking(tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    url = _damaged_store(tmp_path)
+    monkeypatch.setattr(native_structure, "walk_local", lambda root: pytest.fail("walked the blobs"))
+    reader = NativeReader(url)
+    scan, records = scan_records(reader)
+    expected = [f for f in _one_by_one(NativeReader(url), records) if f[1] in CATALOG_LEVEL]
+    assert {c for c, _, _ in expected} == {"unsafe-path", "unknown-codec", "incomplete"}
+    count, found = reader.listed_catalog_structure(scan.token)
+    assert count == len(records)
+    assert sorted((str(f.check), f.checkpoint_id, f.message) for f in found) == expected
+    assert reader.listed_catalog_structure("not the listing") is None
+
+
+def _ls(store: str, home: Path, env: dict[str, str]) -> list[dict]:
+    done = lastgood_cli("ls", store, "--format", "json", home=home, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_store_beyond_the_walk_limit_leaves_blob_checks_pending_until_verify(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=2, steps=6)
+    home = tmp_path / "home"
+    limit = {"LASTGOOD_AUTO_WALK_ENTRIES": "5", "LASTGOOD_AUTO_DATA_BYTES": "0"}  # 12 > 5; no data check
+    _, records = scan_records(NativeReader(url))
+    gone = max(records, key=lambda r: (r.run_id, r.step))  # a head: no incremental child depends on it
+    (tmp_path / "s" / gone.location).unlink()
+    report = json.loads(lastgood_cli("index", url, "--format", "json", home=home, env=limit).stdout)
+    assert report["check"] == "structure" and report["blobs_pending"] == len(records) == 12
+    assert not [f for f in report["findings"] if f["checkpoint_id"] == gone.checkpoint_id]
+    rows = _ls(url, home, limit)
+    assert {r["status"] for r in rows} == {"ok"} and not any(r["data_checked"] for r in rows)
+    table = lastgood_cli("ls", url, home=home, env=limit).stdout
+    assert "blob check pending for 12" in table and "lastgood verify STORE" in table  # "ok" is not "looked at"
+    assert "blob check pending for 12" in lastgood_cli("index", url, home=home, env=limit).stdout
+
+    verify = lastgood_cli("verify", url, "--format", "json", home=home, env=limit)
+    assert verify.returncode == 1, verify.stderr  # verify always walks the blobs
+    errors = {(f["check"], f["checkpoint_id"]) for f in json.loads(verify.stdout)["findings"]
+              if f["severity"] == "error"}
+    assert errors == {("blob-missing", gone.checkpoint_id)}
+    rows = _ls(url, home, limit)
+    assert {r["checkpoint_id"] for r in rows if r["status"] != "ok"} == {gone.checkpoint_id}  # ls agrees
+    table = lastgood_cli("ls", url, home=home, env=limit).stdout
+    assert "blob check pending" not in table and "data check pending for 12" in table
+    again = json.loads(lastgood_cli("index", url, "--format", "json", home=home, env=limit).stdout)
+    assert again["blobs_pending"] == 0 and ("blob-missing", gone.checkpoint_id) in {
+        (f["check"], f["checkpoint_id"]) for f in again["findings"]}
+
+
+def test_a_store_within_the_walk_limit_finds_a_missing_blob_at_once(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=2, steps=6)
+    _, records = scan_records(NativeReader(url))
+    gone = max(records, key=lambda r: (r.run_id, r.step))
+    (tmp_path / "s" / gone.location).unlink()
+    home, no_data = tmp_path / "home", {"LASTGOOD_AUTO_DATA_BYTES": "0"}  # default walk limit: 100,000
+    report = json.loads(lastgood_cli("index", url, "--format", "json", home=home, env=no_data).stdout)
+    assert report["blobs_pending"] == 0
+    assert ("blob-missing", gone.checkpoint_id) in {(f["check"], f["checkpoint_id"]) for f in report["findings"]}
+    rows = _ls(url, home, no_data)
+    assert {r["checkpoint_id"] for r in rows if r["status"] != "ok"} == {gone.checkpoint_id}
+
+
+def test_walk_limit_must_be_a_number(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=1, steps=2)
+    done = lastgood_cli("index", url, home=tmp_path / "home", env={"LASTGOOD_AUTO_WALK_ENTRIES": "many"})
+    assert done.returncode == 2 and "LASTGOOD_AUTO_WALK_ENTRIES" in done.stderr
+    assert "Traceback" not in done.stderr
