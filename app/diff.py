@@ -287,11 +287,17 @@ class _Fingerprints:
         same = list(map(is_, xs, ys))
         if all(same):
             return same
+        rest = [k for k, s in enumerate(same) if not s]  # one object on both sides is equal
+        xs, ys = [xs[k] for k in rest], [ys[k] for k in rest]
         try:
             version = repeat(MARSHAL_VERSION)
-            return list(map(eq, map(marshal.dumps, xs, version), map(marshal.dumps, ys, version)))
+            found = map(eq, map(marshal.dumps, xs, version), map(marshal.dumps, ys, version))
+            for k, equal in zip(rest, found):
+                same[k] = equal
         except (ValueError, RecursionError):
-            return [self.equal(p, q) for p, q in zip(xs, ys)]
+            for k, p, q in zip(rest, xs, ys):
+                same[k] = self.equal(p, q)
+        return same
 
     def _slow(self, value: Any) -> str:
         """Post-order hash of every container below ``value``, without recursion."""

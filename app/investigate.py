@@ -23,6 +23,7 @@ from lastgood.predicate_sql import SqlPredicate
 from lastgood.predicate_sql import evaluate as evaluate_sql
 from lastgood.queries import resolve_checkpoint
 from lastgood.readers.base import CheckpointRecord, record_from_row
+from lastgood.readers.langgraph_serde import shared_decoding
 from lastgood.redact import redact, redact_text
 from lastgood.stores import OpenStore
 
@@ -94,7 +95,9 @@ def diff_checkpoints(catalog: Catalog, store_a: OpenStore, ref_a: str, ref_b: st
     store_b = store_b or store_a
     record_a = resolve_ref(catalog, store_a.store_id, ref_a)
     record_b = resolve_ref(catalog, store_b.store_id, ref_b)
-    result = diff_states(load_state(store_a, record_a), load_state(store_b, record_b))
+    with shared_decoding():  # messages both states hold decode once, as one object the diff skips
+        state_a, state_b = load_state(store_a, record_a), load_state(store_b, record_b)
+    result = diff_states(state_a, state_b)
     return result, checkpoint_label(store_a, record_a), checkpoint_label(store_b, record_b)
 
 

@@ -27,6 +27,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import repeat
 from typing import Any
 
@@ -34,10 +35,20 @@ import msgpack
 
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, MissingDependency, ReaderError
+from lastgood.readers.langgraph_messages import (  # noqa: F401 - the message helpers are re-exported
+    _LANGCHAIN_PREFIXES,
+    DELTA_SNAPSHOT_TYPE,
+    MESSAGE_ROLES,
+    SHARED,
+    is_internal_channel,
+    message_role,
+    normalize_message,
+    normalize_state,
+    normalize_value,
+)
 from lastgood.readers.pickle_scan import decode_pickle, pickle_globals  # noqa: F401 - pickle_globals re-exported
 
 AES_KEY_ENV = "LANGGRAPH_AES_KEY"
-DELTA_SNAPSHOT_TYPE = "langgraph.checkpoint.serde.types._DeltaSnapshot"
 NUMPY_TYPE = "numpy.ndarray"
 KNOWN_TYPES = frozenset({"null", "empty", "bytes", "bytearray", "msgpack", "json", "pickle"})
 KNOWN_CIPHERS = frozenset({"aes"})
@@ -71,17 +82,6 @@ SAFE_TYPES = frozenset(
     }
 )
 SAFE_METHODS = frozenset({("datetime.datetime", "fromisoformat")})
-
-# message class name -> role ("" = take it from the message's own role field)
-MESSAGE_ROLES: dict[str, str] = {
-    "HumanMessage": "human", "AIMessage": "ai", "SystemMessage": "system",
-    "ToolMessage": "tool", "FunctionMessage": "function", "ChatMessage": "",
-    "RemoveMessage": "remove", "BaseMessage": "",
-}
-_TYPE_ROLES = {"human": "human", "ai": "ai", "system": "system", "tool": "tool",
-               "function": "function", "remove": "remove", "user": "human",
-               "assistant": "ai", "developer": "system"}
-_LANGCHAIN_PREFIXES = ("langchain.", "langchain_core.", "langchain_community.")
 
 # top-level modules whose names in a payload mean "this would run code"
 DANGEROUS_MODULES = frozenset(
@@ -246,7 +246,31 @@ def _ext_hook(code: int, payload: bytes) -> Any:
 
 
 def _ext_hook_fast(code: int, payload: bytes) -> Any:
-    return _ext_value(code, payload, _unpack_fast)
+    memo = getattr(SHARED, "ext", None)
+    if memo is None:
+        return _ext_value(code, payload, _unpack_fast)
+    key = (getattr(_EXT_DEPTH, "value", 0), code, payload)  # the depth bound depends on the position
+    value = memo.get(key, _EXACT)
+    if value is _EXACT:
+        value = memo[key] = _ext_value(code, payload, _unpack_fast)
+    return value
+
+
+@contextmanager
+def shared_decoding() -> Iterator[None]:
+    """Within this block (in this thread), equal msgpack extension payloads decode to one
+    object and a decoded message normalizes to one object, across every decode: two states
+    of one thread share most of their messages, so a diff meets them as the same object and
+    compares nothing (``x is y``), and the second state decodes only what the first did not
+    hold. Values decoded within are shared: callers must not mutate them (the diff does not)."""
+    if getattr(SHARED, "ext", None) is not None:  # nested: the outer block's memos serve
+        yield
+        return
+    SHARED.ext, SHARED.messages = {}, {}
+    try:
+        yield
+    finally:
+        SHARED.ext = SHARED.messages = None
 
 
 def _unpack_fast(data: bytes) -> Any:
@@ -475,107 +499,3 @@ def dangerous_types(value: Any) -> list[str]:
     method call other than the allowed ones (LangGraph before 1.0 called any)."""
     methods = {f"{t['$type']}.{t['$method']}" for t in iter_tagged(value) if "$method" in t}
     return [n for n in suspicious_types(value) if n in methods or is_dangerous_type(n)]
-
-
-# --- messages and state -------------------------------------------------------
-
-
-def message_role(value: Any) -> str | None:
-    """The role of a decoded LangChain message (tagged or plain dict), else None."""
-    if not isinstance(value, dict):
-        return None
-    type_name = value.get("$type")
-    if isinstance(type_name, str):
-        last = type_name.rsplit(".", 1)[-1].removesuffix("Chunk")
-        if last not in MESSAGE_ROLES or not type_name.startswith(_LANGCHAIN_PREFIXES):
-            return None
-        return MESSAGE_ROLES[last] or _plain_role(value) or str(value.get("role") or "chat")
-    if "content" in value:
-        return _plain_role(value)
-    return None
-
-
-def _plain_role(value: dict[str, Any]) -> str | None:
-    for key in ("type", "role"):
-        role = value.get(key)
-        if isinstance(role, str) and role.removesuffix("Chunk").lower() in _TYPE_ROLES:
-            return _TYPE_ROLES[role.removesuffix("Chunk").lower()]
-    return None
-
-
-def normalize_message(value: Any) -> dict[str, Any] | None:
-    """``{"role", "content", "tool_calls", "id", "name", "tool_call_id"}`` or None."""
-    role = message_role(value)
-    if role is None:
-        return None
-    return {
-        "role": role,
-        "content": value.get("content"),
-        "tool_calls": _tool_calls(value),
-        "id": value.get("id"),
-        "name": value.get("name"),
-        "tool_call_id": value.get("tool_call_id"),
-    }
-
-
-def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
-    calls = message.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        return [_tool_call(call) for call in calls if isinstance(call, dict)]
-    extra = message.get("additional_kwargs")
-    legacy = extra.get("tool_calls") if isinstance(extra, dict) else None
-    if isinstance(legacy, list):
-        return [_tool_call(call) for call in legacy if isinstance(call, dict)]
-    return []
-
-
-def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
-    function = call.get("function")
-    if isinstance(function, dict):  # OpenAI format: arguments is JSON text
-        args: Any = function.get("arguments")
-        try:
-            args = json.loads(args) if isinstance(args, str) else args
-        except ValueError:
-            pass
-        return {"name": function.get("name"), "args": args, "id": call.get("id")}
-    return {"name": call.get("name"), "args": call.get("args"), "id": call.get("id")}
-
-
-def is_internal_channel(name: str) -> bool:
-    """LangGraph's bookkeeping channels (``__start__``, ``branch:to:x``, ``__pregel_tasks``…)."""
-    return name.startswith(("__", "branch:", "start:", "join:"))
-
-
-def normalize_state(channel_values: dict[str, Any]) -> dict[str, Any]:
-    """User channels first, then internal ones; message lists normalized."""
-    if not isinstance(channel_values, dict) or _is_marker(channel_values):
-        return channel_values
-    user = {k: normalize_value(v) for k, v in channel_values.items() if not is_internal_channel(str(k))}
-    internal = {k: normalize_value(v) for k, v in channel_values.items() if is_internal_channel(str(k))}
-    return {**user, **internal}
-
-
-def _is_marker(value: dict[str, Any]) -> bool:
-    return any(key in value for key in ("$encrypted", "$unloaded", "$bytes"))
-
-
-def normalize_value(value: Any, depth: int = 0) -> Any:
-    """``value`` with delta snapshots unwrapped and message lists normalized.
-
-    Plain dicts and lists are walked (up to 32 levels) so messages nested in
-    an input or a sub-state are normalized too; other tagged objects are kept.
-    """
-    if depth > 32:
-        return value
-    if isinstance(value, dict):
-        if value.get("$type") == DELTA_SNAPSHOT_TYPE:
-            return normalize_value(value.get("value"), depth + 1)
-        message = normalize_message(value)
-        if message is not None:
-            return message
-        if "$type" in value:
-            return value
-        return {k: normalize_value(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalize_value(v, depth + 1) for v in value]
-    return value

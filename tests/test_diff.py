@@ -377,3 +377,17 @@ def test_equal_values_fingerprint_equal_however_their_parts_are_shared():
     assert fps.of(shared) == fps.of(separate)
     assert fps.equal_each([shared], [separate]) == [True]
     assert diff_states({"xs": [shared, 1]}, {"xs": [separate, 1]}).changes == []
+
+
+def test_equal_each_compares_only_the_pairs_that_are_not_one_object():
+    from lastgood.diff import _Fingerprints
+
+    shared, deep_a, deep_b = {"id": 1}, [], []
+    for _ in range(3000):  # beyond marshal's depth limit: the per-pair fallback answers
+        deep_a, deep_b = [deep_a], [deep_b]
+    fps = _Fingerprints()
+    xs = [shared, {"a": 1}, {"a": 1}, deep_a]
+    ys = [shared, {"a": 1}, {"a": 2}, deep_b]
+    assert fps.equal_each(xs, ys) == [True, True, False, True]
+    assert fps.equal_each(xs[:3], ys[:3]) == [True, True, False]
+    assert fps.equal_each([shared], [shared]) == [True]

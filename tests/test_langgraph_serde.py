@@ -34,12 +34,14 @@ from lastgood.readers.langgraph_common import (
     uuid6_datetime,
 )
 from lastgood.readers.langgraph_serde import (
+    MAX_EXT_DEPTH,
     aes_key_from_env,
     decode_typed,
     is_known_type,
     normalize_message,
     normalize_state,
     pickle_globals,
+    shared_decoding,
     suspicious_types,
 )
 from tests.langgraph_graphs import plain
@@ -341,3 +343,38 @@ def test_fast_msgpack_keys_that_are_not_plain_take_the_exact_path() -> None:
         too_deep = msgpack.packb([msgpack.ExtType(42, b""), msgpack.unpackb(too_deep, strict_map_key=False)])
     with pytest.raises(DecodeError, match="nested deeper than"):
         decode_typed("msgpack", too_deep)
+    with shared_decoding(), pytest.raises(DecodeError, match="nested deeper than"):
+        decode_typed("msgpack", too_deep)
+
+
+def test_shared_decoding_gives_one_object_per_message_both_states_hold() -> None:
+    msgs = [HumanMessage(content=f"question {i}", id=f"m{i}") for i in range(5)]
+    edited = HumanMessage(content="question 2, edited", id="m2")
+    blob_a = SERDE.dumps_typed({"messages": msgs, "memory": {"k": 1}})
+    blob_b = SERDE.dumps_typed({"messages": [*msgs[:2], edited, *msgs[3:]], "memory": {"k": 2}})
+    alone = [normalize_state(decode_typed(*blob)) for blob in (blob_a, blob_b)]
+    with shared_decoding():
+        a, b = (normalize_state(decode_typed(*blob)) for blob in (blob_a, blob_b))
+        with shared_decoding():  # a nested block keeps the outer memos
+            again = normalize_state(decode_typed(*blob_a))
+    assert [a, b] == alone
+    assert [x is y for x, y in zip(a["messages"], b["messages"])] == [True, True, False, True, True]
+    assert again["messages"][0] is a["messages"][0]
+    assert not any(x is y for x, y in zip(*(state["messages"] for state in alone)))
+    after = normalize_state(decode_typed(*blob_a))
+    assert after == a and after["messages"][0] is not a["messages"][0]  # the memos end with the block
+
+
+def test_shared_decoding_keys_payloads_by_extension_depth() -> None:
+    """A payload decoded within the depth bound is not reused where it would exceed it."""
+    chain = msgpack.ExtType(42, b"")
+    for _ in range(MAX_EXT_DEPTH):  # the deepest constructor at depth MAX_EXT_DEPTH - 1: allowed
+        chain = msgpack.ExtType(2, msgpack.packb(["m", "T", {"v": chain}], use_bin_type=True))
+    wrapped = msgpack.ExtType(2, msgpack.packb(["m", "W", {"v": chain}], use_bin_type=True))
+    pad = "x" * 300
+    assert decode_typed("msgpack", msgpack.packb({"v": chain, "pad": pad}))["v"]["$type"] == "m.T"
+    data = msgpack.packb({"shallow": chain, "deep": wrapped, "pad": pad}, use_bin_type=True)
+    with pytest.raises(DecodeError, match="nested deeper than"):
+        decode_typed("msgpack", data)
+    with shared_decoding(), pytest.raises(DecodeError, match="nested deeper than"):
+        decode_typed("msgpack", data)
