@@ -21,11 +21,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from lastgood.checks import Check
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Status = Literal["ok", "corrupt", "incomplete", "quarantined", "superseded"]
 Severity = Literal["error", "warning", "info"]
@@ -107,39 +108,45 @@ class PendingWrite:
     task_path: str = ""
 
 
-CHECKPOINT_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("namespace", pa.string()),
-        ("checkpoint_id", pa.string()),
-        ("parent_id", pa.string()),
-        ("step", pa.int64()),
-        ("created_at", pa.timestamp("us", tz="UTC")),
-        ("trigger", pa.string()),
-        ("kind", pa.string()),
-        ("status", pa.string()),
-        ("status_reason", pa.string()),
-        ("size_bytes", pa.int64()),
-        ("checksum", pa.string()),
-        ("agent", pa.string()),
-        ("codec", pa.string()),
-        ("location", pa.string()),
-        ("metadata", pa.string()),
-    ]
+# column names and Arrow types of a listing's tables; the pyarrow schemas themselves
+# (CHECKPOINT_SCHEMA, EVENT_SCHEMA) are built on first use (module ``__getattr__``), so a
+# command that lists nothing new (a reopen) never imports pyarrow
+TIMESTAMP = "timestamp"
+CHECKPOINT_FIELDS = (
+    ("run_id", "string"), ("namespace", "string"), ("checkpoint_id", "string"), ("parent_id", "string"),
+    ("step", "int64"), ("created_at", TIMESTAMP), ("trigger", "string"), ("kind", "string"),
+    ("status", "string"), ("status_reason", "string"), ("size_bytes", "int64"), ("checksum", "string"),
+    ("agent", "string"), ("codec", "string"), ("location", "string"), ("metadata", "string"),
 )
+EVENT_FIELDS = (
+    ("run_id", "string"), ("namespace", "string"), ("checkpoint_id", "string"), ("created_at", TIMESTAMP),
+    ("kind", "string"), ("channel", "string"), ("task_id", "string"), ("message", "string"),
+)
+CHECKPOINT_NAMES = tuple(name for name, _ in CHECKPOINT_FIELDS)
+EVENT_NAMES = tuple(name for name, _ in EVENT_FIELDS)
+_LAZY_SCHEMAS = {"CHECKPOINT_SCHEMA": CHECKPOINT_FIELDS, "EVENT_SCHEMA": EVENT_FIELDS}
 
-EVENT_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("namespace", pa.string()),
-        ("checkpoint_id", pa.string()),
-        ("created_at", pa.timestamp("us", tz="UTC")),
-        ("kind", pa.string()),
-        ("channel", pa.string()),
-        ("task_id", pa.string()),
-        ("message", pa.string()),
-    ]
-)
+
+def arrow_schema(fields: Iterable[tuple[str, str]]) -> pa.Schema:
+    """A pyarrow schema from (name, type) pairs of this module's field lists."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int64": pa.int64(), TIMESTAMP: pa.timestamp("us", tz="UTC")}
+    return pa.schema([(name, types[kind]) for name, kind in fields])
+
+
+def lazy_schema(name: str) -> pa.Schema:
+    """CHECKPOINT_SCHEMA or EVENT_SCHEMA, built on first use and kept."""
+    found = globals().get(name)
+    if found is None:
+        found = globals()[name] = arrow_schema(_LAZY_SCHEMAS[name])
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SCHEMAS:
+        return lazy_schema(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def rows_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -148,6 +155,8 @@ def rows_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     Timestamps are passed to Arrow as epoch microseconds: converting Python
     datetimes directly makes pyarrow import pandas, a second of start-up.
     """
+    import pyarrow as pa
+
     if not rows:
         return pa.Table.from_batches([], schema=schema)  # empty_table() imports pandas (~0.5 s)
     columns = []
@@ -172,18 +181,18 @@ def _micros(value: Any) -> int | None:
 
 def checkpoints_table(records: Iterable[CheckpointRecord]) -> pa.Table:
     """Rows in CHECKPOINT_SCHEMA from records (metadata serialised as JSON)."""
-    return rows_table([_checkpoint_row(r) for r in records], CHECKPOINT_SCHEMA)
+    return rows_table([_checkpoint_row(r) for r in records], lazy_schema("CHECKPOINT_SCHEMA"))
 
 
 def _checkpoint_row(r: CheckpointRecord) -> dict[str, Any]:
-    row = {name: getattr(r, name) for name in CHECKPOINT_SCHEMA.names}
+    row = {name: getattr(r, name) for name in CHECKPOINT_NAMES}
     row["metadata"] = json.dumps(dict(r.metadata), default=str, sort_keys=True)
     return row
 
 
 def events_table(events: Iterable[EventRecord]) -> pa.Table:
-    rows = [{name: getattr(e, name) for name in EVENT_SCHEMA.names} for e in events]
-    return rows_table(rows, EVENT_SCHEMA)
+    rows = [{name: getattr(e, name) for name in EVENT_NAMES} for e in events]
+    return rows_table(rows, lazy_schema("EVENT_SCHEMA"))
 
 
 def record_from_row(row: Mapping[str, Any]) -> CheckpointRecord:
@@ -211,6 +220,7 @@ class ParquetSource:
     num_rows: int
 
     def to_table(self) -> pa.Table:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         tables = [pq.ParquetFile(p).read() for p in self.paths]
@@ -218,7 +228,8 @@ class ParquetSource:
         n = table.num_rows
         table = table.append_column("status", pa.array(["ok"] * n, pa.string()))
         table = table.append_column("status_reason", pa.nulls(n, pa.string()))
-        return table.select(CHECKPOINT_SCHEMA.names).cast(CHECKPOINT_SCHEMA)
+        wanted = lazy_schema("CHECKPOINT_SCHEMA")
+        return table.select(wanted.names).cast(wanted)
 
 
 def as_table(batch: pa.Table | ParquetSource) -> pa.Table:

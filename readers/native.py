@@ -12,9 +12,7 @@ import posixpath
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from lastgood import limits
 from lastgood.checks import Check
@@ -22,7 +20,6 @@ from lastgood.errors import DecodeError, NotAFile, ReaderError, TooLarge, Unsafe
 from lastgood.readers import native_format as nf
 from lastgood.readers import native_structure, validate
 from lastgood.readers.base import (
-    CHECKPOINT_SCHEMA,
     CheckpointRecord,
     Finding,
     HeadRecord,
@@ -35,6 +32,9 @@ from lastgood.readers.fsutil import (Size, blob_limit, is_local, is_temp_name, l
                                      local_sizes, local_stamps, open_fs, read_bounded, real_root,
                                      require_dir, safe_join)
 from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
+
+if TYPE_CHECKING:  # pyarrow is imported when something is listed (a reopen lists nothing new)
+    import pyarrow as pa
 
 MAX_CHAIN = limits.MAX_CHAIN
 STATE_CACHE_SIZE = 256
@@ -171,6 +171,7 @@ class NativeReader(Reader):
         """Compacted parts: local files go to the index as Parquet (DuckDB reads them
         itself) once they pass validation; remote ones, and parts with invalid rows,
         are read here row by row. Events come from their metadata column."""
+        import pyarrow as pa
         batches: list[pa.Table | ParquetSource] = []
         events = []
         for name in sorted(names):
@@ -198,6 +199,8 @@ class NativeReader(Reader):
                 return ParquetSource((path,), rows)
             table = nf.read_part(path)
         else:
+            import pyarrow as pa
+
             table = nf.read_part(pa.BufferReader(self._read(relative, limits.MAX_CATALOG_FILE_BYTES)))
             if validate.part_is_clean(table, table.num_rows):
                 return _as_checkpoints(table)
@@ -587,8 +590,13 @@ def _ids(batch: pa.Table | ParquetSource) -> list[str]:
 
 
 def _as_checkpoints(entries: pa.Table) -> pa.Table:
+    import pyarrow as pa
+
+    from lastgood.readers.base import lazy_schema
+
+    schema = lazy_schema("CHECKPOINT_SCHEMA")
     n = entries.num_rows
-    columns = {name: entries.column(name) for name in nf.ENTRY_SCHEMA.names}
+    columns = {name: entries.column(name) for name in nf.ENTRY_NAMES}
     columns["status"] = pa.array(["ok"] * n, pa.string())
     columns["status_reason"] = pa.nulls(n, pa.string())
-    return pa.table([columns[name] for name in CHECKPOINT_SCHEMA.names], schema=CHECKPOINT_SCHEMA)
+    return pa.table([columns[name] for name in schema.names], schema=schema)

@@ -20,16 +20,19 @@ import urllib.parse
 import uuid
 from datetime import UTC, datetime
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-import pyarrow as pa
 
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
 from lastgood.readers import validate
-from lastgood.readers.base import CHECKPOINT_SCHEMA, EVENT_SCHEMA, CheckpointRecord, Finding, rows_table
+from lastgood.readers.base import (CHECKPOINT_FIELDS, EVENT_NAMES, CheckpointRecord, Finding, arrow_schema,
+                                   lazy_schema, rows_table)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMAT_NAME = "lastgood-native"
 FORMAT_VERSION = 1
@@ -48,7 +51,22 @@ PATCH_TAG = "lastgood_patch"
 # Catalog entries (tail lines and parquet parts) use these columns.
 # Catalog entries (tail lines and parquet parts): the index's columns minus the statuses,
 # which a reader derives (pending markers, verification) rather than stores.
-ENTRY_SCHEMA = pa.schema([f for f in CHECKPOINT_SCHEMA if f.name not in ("status", "status_reason")])
+ENTRY_FIELDS = tuple(f for f in CHECKPOINT_FIELDS if f[0] not in ("status", "status_reason"))
+ENTRY_NAMES = tuple(name for name, _ in ENTRY_FIELDS)
+
+
+def entry_schema() -> pa.Schema:
+    """ENTRY_SCHEMA, built on first use (no pyarrow import for a command that lists nothing new)."""
+    found = globals().get("ENTRY_SCHEMA")
+    if found is None:
+        found = globals()["ENTRY_SCHEMA"] = arrow_schema(ENTRY_FIELDS)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ENTRY_SCHEMA":
+        return entry_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def new_checkpoint_id(now_ms: int | None = None) -> str:
@@ -177,15 +195,16 @@ def parse_entry_checked(line: bytes) -> tuple[dict[str, Any], str | None]:
 
 
 def entries_table(entries: list[dict[str, Any]]) -> pa.Table:
-    return rows_table(entries, ENTRY_SCHEMA)
+    return rows_table(entries, entry_schema())
 
 
 def read_part(handle: Any, columns: tuple[str, ...] | None = None) -> pa.Table:
     """A compacted catalog part (or some of its columns), in ENTRY_SCHEMA's order."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = list(columns or ENTRY_SCHEMA.names)
-    schema = pa.schema([ENTRY_SCHEMA.field(n) for n in names])
+    names = list(columns or ENTRY_NAMES)
+    schema = pa.schema([entry_schema().field(n) for n in names])
     return pq.ParquetFile(handle).read(columns=names).select(names).cast(schema)
 
 
@@ -222,7 +241,9 @@ def entry_events(entries: pa.Table | str) -> pa.Table:
     carry an event without turning a million metadata strings into Python, and
     builds the result (``pa.array`` would import pandas, ~0.5 s)."""
     import duckdb
+    import pyarrow as pa
 
+    event_schema = lazy_schema("EVENT_SCHEMA")
     con = duckdb.connect()
     try:
         if isinstance(entries, str):
@@ -233,7 +254,7 @@ def entry_events(entries: pa.Table | str) -> pa.Table:
             source, params = "entries", {}
         rows = con.execute(f"""SELECT run_id, namespace, checkpoint_id, epoch_us(created_at), metadata
             FROM {source} WHERE metadata LIKE '%"event"%'""", params).fetchall()
-        found: dict[str, list[Any]] = {name: [] for name in EVENT_SCHEMA.names}
+        found: dict[str, list[Any]] = {name: [] for name in EVENT_NAMES}
         for run_id, namespace, checkpoint_id, created_at, metadata in rows:
             try:
                 event = json.loads(metadata or "{}").get("event")
@@ -247,14 +268,14 @@ def entry_events(entries: pa.Table | str) -> pa.Table:
                                     ("message", _event_text(event.get("message"), limits.MAX_TEXT_CHARS))):
                     found[name].append(value)
         if not found["run_id"]:
-            return pa.Table.from_batches([], schema=EVENT_SCHEMA)
+            return pa.Table.from_batches([], schema=event_schema)
         columns = ", ".join(f"unnest(${n}::BIGINT[]) AS {n}" if n == "created_at" else
-                            f"unnest(${n}::VARCHAR[]) AS {n}" for n in EVENT_SCHEMA.names)
+                            f"unnest(${n}::VARCHAR[]) AS {n}" for n in EVENT_NAMES)
         table = con.sql(f"SELECT {columns}", params=found).to_arrow_table()
     finally:
         con.close()
     micros = table.column("created_at").cast(pa.timestamp("us", tz="UTC"))
-    return table.set_column(EVENT_SCHEMA.get_field_index("created_at"), "created_at", micros).cast(EVENT_SCHEMA)
+    return table.set_column(event_schema.get_field_index("created_at"), "created_at", micros).cast(event_schema)
 
 
 def _event_text(value: Any, limit: int) -> str | None:

@@ -21,12 +21,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from lastgood.readers import native_format as nf
 from lastgood.readers.base import CheckpointRecord, ParquetSource
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 WALK_AHEAD_ROWS = 50_000  # a listing this big starts the blob walk right away (WalkAhead)
 WALK_AHEAD_SECONDS = 120.0  # a walk older than this is not used

@@ -453,3 +453,19 @@ def test_walk_limit_must_be_a_number(tmp_path: Path) -> None:
     done = lastgood_cli("index", url, home=tmp_path / "home", env={"LASTGOOD_AUTO_WALK_ENTRIES": "many"})
     assert done.returncode == 2 and "LASTGOOD_AUTO_WALK_ENTRIES" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_reopen_that_lists_nothing_new_imports_no_pyarrow(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    url, home = str(tmp_path / "s"), tmp_path / "home"
+    write_store(url, runs=2, steps=3)
+    assert lastgood_cli("index", url, home=home).returncode == 0
+    probe = ("import sys; from lastgood.cli import main; sys.argv = ['lastgood', 'index', sys.argv[1]]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('pyarrow' in sys.modules, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, LASTGOOD_HOME=str(home)))
+    assert done.returncode == 0, done.stderr
+    assert "indexed" in done.stdout and done.stdout.splitlines()[-1] == "False False"
