@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from lastgood.checks import Check
+import functools
 import io
 import json
 import random
@@ -26,18 +27,15 @@ from itertools import repeat
 from operator import is_not
 from typing import Any, NamedTuple
 
-import pyarrow as pa
-import pyarrow.json as pa_json
-
 from lastgood.errors import DecodeError
+from lastgood.readers import base as readers_base
 from lastgood.readers.base import (
-    CHECKPOINT_SCHEMA,
-    EVENT_SCHEMA,
     CheckpointRecord,
     EventRecord,
     Finding,
     PendingWrite,
 )
+from lastgood.readers.lazy import installed, lazy_module
 from lastgood.readers.langgraph_serde import (
     DELTA_SNAPSHOT_TYPE,
     KNOWN_CIPHERS,
@@ -54,10 +52,11 @@ try:  # orjson is optional; the standard library is the fallback
 except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
 
-try:
-    import numpy as np
-except ImportError:  # pragma: no cover - numpy comes with pandas
-    np = None  # type: ignore[assignment]
+# pyarrow and numpy are imported on first use (~0.25 s): decoding one state (lastgood diff,
+# show) never needs them; module-level code reads none of their attributes
+pa = lazy_module("pyarrow")
+pa_json = lazy_module("pyarrow.json")
+np = lazy_module("numpy") if installed("numpy") else None  # numpy comes with pandas
 
 ERROR, INTERRUPT, RESUME, SCHEDULED = "__error__", "__interrupt__", "__resume__", "__scheduled__"
 IDX_KINDS = {-1: "error", -2: "scheduled", -3: "interrupt", -4: "resume"}
@@ -72,7 +71,12 @@ MESSAGE_LIMIT = 2000
 _UUID_EPOCH_100NS = 0x01B21DD213814000
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _HEX_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 15, 16, 17]
-_METADATA_FIELDS = pa.schema([("source", pa.string()), ("step", pa.int64()), ("graph_id", pa.string())])
+
+
+@functools.cache
+def _metadata_fields() -> Any:
+    return pa.schema([("source", pa.string()), ("step", pa.int64()), ("graph_id", pa.string())])
+
 
 _last_v6_timestamp: int | None = None
 # every codec ``is_known_type`` accepts, as a SQL list (set-based codec checks)
@@ -145,10 +149,11 @@ def _uuid6_micros_numpy(ids: pa.Array) -> pa.Array | None:
     chars = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]].reshape(-1, 36)
     if not (chars[:, 14] == ord("6")).all():
         return None
-    values = _HEX_LUT[chars[:, _HEX_POSITIONS]]
+    hex_lut, powers_16 = _uuid_tables()
+    values = hex_lut[chars[:, _HEX_POSITIONS]]
     if (values == 255).any():
         return None
-    micros = (values.astype(np.int64) @ _POWERS_16 - _UUID_EPOCH_100NS) // 10
+    micros = (values.astype(np.int64) @ powers_16 - _UUID_EPOCH_100NS) // 10
     return pa.Array.from_buffers(pa.int64(), len(ids), [None, pa.py_buffer(np.ascontiguousarray(micros))])
 
 
@@ -159,8 +164,10 @@ def _hex_lut() -> Any:
     return lut
 
 
-_HEX_LUT = None if np is None else _hex_lut()
-_POWERS_16 = None if np is None else (16 ** np.arange(14, -1, -1, dtype=np.int64))
+@functools.cache
+def _uuid_tables() -> tuple[Any, Any]:
+    """The hex digit lookup table and the powers of 16 of a uuid6 timestamp's 15 digits."""
+    return _hex_lut(), 16 ** np.arange(14, -1, -1, dtype=np.int64)
 
 
 # --- Arrow columns without pa.array ------------------------------------------------
@@ -319,7 +326,7 @@ class CheckpointColumns:
     parent_ok: Sequence[int | None] | None = None
 
 
-MetadataColumns = tuple[pa.Array, pa.Table, dict[int, str]]
+MetadataColumns = "tuple[pa.Array, pa.Table, dict[int, str]]"  # text: pyarrow is imported on first use
 
 
 def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]:
@@ -353,7 +360,7 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
         "location": pa.nulls(n, pa.string()),
         "metadata": text,
     }
-    return pa.Table.from_pydict(columns, schema=CHECKPOINT_SCHEMA), findings
+    return pa.Table.from_pydict(columns, schema=readers_base.CHECKPOINT_SCHEMA), findings
 
 
 def _none_as(values: Sequence[Any], replacement: Any, replaced: Any = None) -> Sequence[Any]:
@@ -386,7 +393,7 @@ def _metadata_fast(metadata: Sequence[Any]) -> tuple[pa.Array, pa.Table] | None:
         return None
     try:
         text = utf8_view(string_array(metadata, binary=True))
-        options = pa_json.ParseOptions(explicit_schema=_METADATA_FIELDS, unexpected_field_behavior="ignore")
+        options = pa_json.ParseOptions(explicit_schema=_metadata_fields(), unexpected_field_behavior="ignore")
         fields = pa_json.read_json(io.BytesIO(joined), parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
@@ -498,10 +505,11 @@ def events_table(events: Sequence[EventRecord]) -> pa.Table:
     through ``pa.array``, which imports pandas on first use)."""
     ids = string_array([e.checkpoint_id for e in events])
     columns = {name: string_array([getattr(e, name) for e in events])
-               for name in EVENT_SCHEMA.names if name not in ("checkpoint_id", "created_at")}
+               for name in readers_base.EVENT_SCHEMA.names if name not in ("checkpoint_id", "created_at")}
     columns["checkpoint_id"] = ids
     columns["created_at"] = uuid6_timestamps(ids)
-    return pa.Table.from_pydict({name: columns[name] for name in EVENT_SCHEMA.names}, schema=EVENT_SCHEMA)
+    schema = readers_base.EVENT_SCHEMA
+    return pa.Table.from_pydict({name: columns[name] for name in schema.names}, schema=schema)
 
 
 def sort_writes(writes: Iterable[PendingWrite]) -> list[PendingWrite]:

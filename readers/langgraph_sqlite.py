@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import pyarrow as pa
+from lastgood.readers.lazy import lazy_module
+
+pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
 from lastgood.readers.base import (

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
+from lastgood.readers.lazy import lazy_module
+
+pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
