@@ -1,16 +1,27 @@
-"""Plotly figures and display formatting for the pages (no streamlit here)."""
+"""Figures and display formatting for the pages (no streamlit here).
+
+The Overview's two summary figures are Vega-Lite specs (:func:`status_chart`, :func:`growth_chart`),
+drawn by Streamlit's built-in Vega-Lite element: its browser code is ~0.8 MB against Plotly's
+4.7 MB chunk, which Chromium needs 0.5-3 s to parse before the first Plotly figure of the first
+page. The interactive Timeline stays Plotly (zoom, click to select). pandas and plotly are imported
+by the functions that use them, so the Overview never imports either.
+"""
 
 from __future__ import annotations
 
 import html
 import math
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import plotly.graph_objects as go
+import pyarrow as pa
 
 from lastgood.output import escape_controls, human_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
 
 DAMAGED = ("corrupt", "incomplete")
 
@@ -50,6 +61,10 @@ EVENT_COLORS = {"error": "#8e0152", "crash": "#4d0026", "failure": "#8e0152", "t
                 "interrupt": "#542788", "restart": "#1b7837"}
 
 
+CHART_HEIGHT = 320
+SVG = {"embedOptions": {"renderer": "svg"}}  # marks as SVG elements (a screen reader and a test see them)
+
+
 @dataclass
 class TimelineData:
     points: pd.DataFrame
@@ -64,14 +79,20 @@ def compact(n: int) -> str:
 
 
 def utc(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+    """A time as ``YYYY-MM-DD HH:MM:SS`` in UTC (naive times are UTC); "-" when missing."""
+    if value is None or value != value:  # None, NaN, NaT
         return "-"
-    stamp = pd.Timestamp(value)
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    if not isinstance(value, datetime):  # numpy datetime64, epoch numbers
+        import pandas as pd
+
+        value = pd.Timestamp(value)
+    stamp = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     return stamp.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def naive_utc(series: pd.Series) -> pd.Series:
+    import pandas as pd
+
     series = pd.to_datetime(series, utc=True)
     return series.dt.tz_convert("UTC").dt.tz_localize(None)
 
@@ -84,27 +105,54 @@ def _style(fig: go.Figure, x: str, y: str, height: int = 320) -> go.Figure:
     return fig
 
 
-def status_figure(by_status: dict[str, int]) -> go.Figure:
-    names = list(by_status)
-    counts = [by_status[n] for n in names]
-    fig = go.Figure(go.Bar(x=names, y=counts, text=[f"{c:,}" for c in counts], textposition="auto",
-                           marker_color=[STATUS_COLORS.get(n, "#888") for n in names],
-                           hovertemplate="%{x}: %{y:,} checkpoints<extra></extra>"))
-    return _style(fig, "status", "checkpoints")
+# ---- the Overview's figures (Vega-Lite) ----------------------------------------------------
 
 
-def growth_figure(growth: pd.DataFrame) -> go.Figure:
-    """Cumulative bytes per agent over time, stacked."""
-    wide = growth.pivot_table(index="bucket", columns="agent", values="total_bytes", aggfunc="max")
-    wide = wide.sort_index().ffill().fillna(0)
-    wide.index = naive_utc(pd.Series(wide.index)).values
-    fig = go.Figure()
-    for agent in wide.columns:
-        fig.add_trace(go.Scatter(x=wide.index, y=wide[agent], name=plain(agent), stackgroup="bytes",
-                                 mode="lines", customdata=[human_bytes(v) for v in wide[agent]],
-                                 hovertemplate=f"{plain(agent)}: %{{customdata}} at %{{x}} UTC<extra></extra>"))
-    fig.update_yaxes(tickformat="~s", ticksuffix="B")
-    return _style(fig, "time (UTC)", "stored bytes (cumulative)")
+def status_chart(counts: pa.Table) -> dict[str, Any]:
+    """Checkpoints per status (``overview.status_counts``) as a Vega-Lite bar chart, each bar
+    labelled with its count."""
+    names = counts.column("status").to_pylist()
+    count = {"field": "checkpoints", "type": "quantitative", "format": ","}
+    bars = {"mark": {"type": "bar"},
+            "encoding": {"color": {"field": "status", "type": "nominal", "legend": None,
+                                   "scale": {"domain": names,
+                                             "range": [STATUS_COLORS.get(n, "#888") for n in names]}},
+                         "tooltip": [{"field": "status", "type": "nominal"}, count]}}
+    labels = {"mark": {"type": "text", "baseline": "bottom", "dy": -2}, "encoding": {"text": count}}
+    return {"data": {"values": counts}, "height": CHART_HEIGHT, "usermeta": SVG,
+            "encoding": {"x": {"field": "status", "type": "nominal", "sort": names, "title": "status",
+                               "axis": {"labelAngle": 0}},
+                         "y": {"field": "checkpoints", "type": "quantitative", "title": "checkpoints"}},
+            "layer": [bars, labels]}
+
+
+def _human_bytes_expr(field: str) -> str:
+    """lastgood.output.human_bytes as a Vega expression (the browser formats the tooltip)."""
+    value, out = f"datum.{field}", ""
+    for power, unit in ((4, "TB"), (3, "GB"), (2, "MB"), (1, "KB")):
+        out += f"{value} >= {1024 ** power} ? format({value} / {1024 ** power}, '.1f') + ' {unit}' : "
+    return out + f"format({value}, '.0f') + ' B'"
+
+
+def growth_chart(growth: pa.Table) -> dict[str, Any]:
+    """Cumulative stored bytes per agent over time (``overview.growth``), stacked areas."""
+    return {"data": {"values": growth}, "height": CHART_HEIGHT, "usermeta": SVG,
+            "transform": [{"calculate": _human_bytes_expr("total_bytes"), "as": "stored"}],
+            "mark": {"type": "area", "line": True, "opacity": 0.8},
+            "encoding": {
+                "x": {"field": "at_ms", "type": "temporal", "scale": {"type": "utc"}, "title": "time (UTC)"},
+                "y": {"field": "total_bytes", "type": "quantitative", "stack": "zero",
+                      "title": "stored bytes (cumulative)",
+                      "axis": {"format": "~s", "labelExpr": "datum.label + 'B'"}},
+                "color": {"field": "agent", "type": "nominal", "title": "agent",
+                          "legend": {"orient": "top"}},
+                "tooltip": [{"field": "agent", "type": "nominal"},
+                            {"field": "at_ms", "type": "temporal", "scale": {"type": "utc"},
+                             "format": "%Y-%m-%d %H:%M:%S", "formatType": "utc", "title": "at (UTC)"},
+                            {"field": "stored", "type": "nominal"}]}}
+
+
+# ---- the Timeline's figure (Plotly) ----------------------------------------------------------
 
 
 def run_labels(runs: pd.DataFrame) -> dict[str, str]:
@@ -118,6 +166,8 @@ def run_labels(runs: pd.DataFrame) -> dict[str, str]:
 
 
 def _point_label(row: pd.Series, aggregated: bool) -> str:
+    import pandas as pd
+
     if aggregated and pd.isna(row.get("checkpoint_id")):
         return (f"<b>{int(row['count']):,} checkpoints</b> (aggregated) from {int(row['runs'])} run(s)"
                 f"<br>{plain(row['trigger'])} · {row['status']} · {human_bytes(row['size_bytes'])}"
@@ -132,6 +182,8 @@ def _point_label(row: pd.Series, aggregated: bool) -> str:
 
 def _step_label(row: pd.Series) -> str:
     """What the checkpoint changed against its parent, when the data check recorded it."""
+    import pandas as pd
+
     added = row.get("step_added")
     if added is None or pd.isna(added):
         return ""
@@ -149,6 +201,8 @@ def _y_values(frame: pd.DataFrame, y: str) -> pd.Series:
 
 def _unverified(frame: pd.DataFrame) -> pd.Series:
     """Healthy-looking checkpoints whose data has not been read yet (drawn hollow: not known good)."""
+    import pandas as pd
+
     if "data_checked" not in frame:
         return pd.Series(False, index=frame.index)
     return (frame["status"] == "ok") & ~frame["data_checked"].fillna(False).astype(bool)
@@ -156,6 +210,8 @@ def _unverified(frame: pd.DataFrame) -> pd.Series:
 
 def _point_trace(frame: pd.DataFrame, name: str, color: str, y: str, aggregated: bool,
                  group: str) -> go.Scatter:
+    import plotly.graph_objects as go
+
     symbols = [STATUS_SYMBOLS.get(s, "circle") + ("-open" if u else "")
                for s, u in zip(frame["status"], _unverified(frame))]
     damaged = frame["status"].isin(DAMAGED)
@@ -172,6 +228,8 @@ def _point_trace(frame: pd.DataFrame, name: str, color: str, y: str, aggregated:
 
 
 def _event_traces(events: pd.DataFrame, points: pd.DataFrame, y: str) -> list[go.Scatter]:
+    import plotly.graph_objects as go
+
     if events.empty:
         return []
     frame = events.copy()
@@ -195,6 +253,8 @@ def _event_traces(events: pd.DataFrame, points: pd.DataFrame, y: str) -> list[go
 def timeline_figure(data: TimelineData, color_by_status: bool, y: str,
                     highlight: str | None = None) -> go.Figure:
     """Checkpoints over time: colored by trigger (damaged as red X) or by status; ``highlight`` ringed."""
+    import plotly.graph_objects as go
+
     points, agg = data.points, data.aggregated
     is_damaged = points["status"].isin(DAMAGED)
     healthy, damaged = points[~is_damaged], points[is_damaged]

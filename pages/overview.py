@@ -25,13 +25,13 @@ ui.render_actions(data.actions)
 left, right = st.columns(2)
 with left:
     st.subheader("Checkpoints by status")
-    st.plotly_chart(ui.status_figure(o.by_status), key="status-chart")
+    st.vega_lite_chart(ui.status_chart(data.status), key="status-chart")
 with right:
     st.subheader("Storage growth by agent")
-    if data.growth.empty:
+    if data.growth.num_rows == 0:
         st.caption("No timestamps recorded, so growth over time cannot be drawn.")
     else:
-        st.plotly_chart(ui.growth_figure(data.growth), key="growth-chart")
+        st.vega_lite_chart(ui.growth_chart(data.growth), key="growth-chart")
 
 st.subheader("Recent failures")
 ui.show_table(data.failures, ["created_at", "run_id", "agent", "what", "detail", "checkpoint_id"],

@@ -42,9 +42,14 @@ def metric_values(page) -> dict[str, str]:
 
 def test_overview_then_timeline_in_chromium(page, streamlit_server: str, browser_store: DemoStore,
                                             shots: Path) -> None:
+    chunks: list[str] = []
+    page.on("request", lambda request: chunks.append(request.url))
     page.goto(streamlit_server)
     page.get_by_test_id("stMetricValue").first.wait_for()
-    page.locator(".js-plotly-plot").first.wait_for()
+    bars = page.locator('[data-testid="stVegaLiteChart"] svg g.mark-rect path')  # drawn, not just placed
+    bars.first.wait_for()
+    assert bars.count() == 2  # ok and corrupt
+    assert not any("PlotlyChart" in url for url in chunks)  # the Overview draws without plotly.js
     metrics = metric_values(page)
     assert metrics["Checkpoints"] == str(len(browser_store.saved))
     assert metrics["Corrupt"] == "1" and metrics["Storage"] == browser_store.human_size

@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
-from lastgood import queries, serve
+from lastgood import overview, queries, serve
 from lastgood.catalog import Catalog
 from lastgood.config import load_settings
 from lastgood.credentials import split_url
@@ -36,10 +37,10 @@ from lastgood.figures import (  # the names pages use are re-exported here
     TimelineData,
     checkpoint_choices as checkpoint_choices,
     compact,
-    growth_figure as growth_figure,
+    growth_chart as growth_chart,
     run_labels as run_labels,
     selected_checkpoint as selected_checkpoint,
-    status_figure as status_figure,
+    status_chart as status_chart,
     timeline_figure as timeline_figure,
     utc,
 )
@@ -53,6 +54,9 @@ from lastgood.stateview import (
 )
 from lastgood.pages import page_path
 from lastgood.readers.registry import display_url
+
+if TYPE_CHECKING:  # pandas is imported by the pages that need frames: the Overview does not
+    import pandas as pd
 
 CACHE_TTL = 60
 TIMELINE_PAGE = page_path("timeline")
@@ -103,11 +107,14 @@ class Action:
 
 @dataclass
 class OverviewData:
+    """What the Overview shows: numbers, and Arrow tables straight from the index (no pandas)."""
+
     overview: queries.Overview
-    agents: pd.DataFrame
-    runs: pd.DataFrame
-    growth: pd.DataFrame
-    failures: pd.DataFrame
+    status: pa.Table
+    agents: pa.Table
+    runs: pa.Table
+    growth: pa.Table
+    failures: pa.Table
     actions: list[Action] = field(default_factory=list)
 
 
@@ -132,6 +139,9 @@ QUERIES: dict[str, Callable[..., Any]] = {
                                                                  max_points=most),
     "events": lambda c, sid, run, agent: queries.events(c, sid, run_id=run, agent=agent),
     "verification": queries.verification_depths,
+    "overview_status": overview.status_counts, "overview_runs": overview.runs, "overview_agents": overview.agents,
+    "overview_growth": overview.growth, "overview_failures": overview.failures,
+    "damaged_runs": overview.damaged_runs,
 }
 
 
@@ -139,7 +149,14 @@ QUERIES: dict[str, Callable[..., Any]] = {
 def _query(index_path: str, name: str, store_id: int, *args: Any) -> Any:
     """``QUERIES[name]`` over the cached catalog, cached by these plain arguments (redacted)."""
     result = QUERIES[name](_catalog(index_path), store_id, *args)
-    return _redact_frame(result) if isinstance(result, pd.DataFrame) else result
+    if isinstance(result, pa.Table):
+        return _redact_table(result)
+    return _redact_frame(result) if _is_frame(result) else result
+
+
+def _is_frame(value: Any) -> bool:
+    pandas = sys.modules.get("pandas")  # not imported: no query returned a frame
+    return pandas is not None and isinstance(value, pandas.DataFrame)
 
 
 def query(ref: StoreRef, name: str, *args: Any) -> Any:
@@ -316,19 +333,25 @@ def _show_last_error() -> None:
 
 def overview_data(ref: StoreRef) -> OverviewData:
     with guarded():
-        runs = query(ref, "runs")
-        data = OverviewData(query(ref, "overview"), query(ref, "agents"), runs, query(ref, "growth"),
-                            _redact_frame(query(ref, "failures")))
-        data.actions = suggested_actions(ref, data, query(ref, "verification"))
+        data = OverviewData(query(ref, "overview"), query(ref, "overview_status"),
+                            query(ref, "overview_agents"), query(ref, "overview_runs"),
+                            query(ref, "overview_growth"), query(ref, "overview_failures"))
+        damaged = query(ref, "damaged_runs", DAMAGED_RUNS_SHOWN)
+        data.actions = suggested_actions(ref, data, damaged, query(ref, "verification"))
     return data
 
 
-def suggested_actions(ref: StoreRef, data: OverviewData, depths: dict[str, int]) -> list[Action]:
-    actions = _damage_actions(data.runs)
-    errors = data.failures[~data.failures["what"].isin(DAMAGED)] if not data.failures.empty else None
-    if errors is not None and len(errors):
-        latest = errors.iloc[0]
-        count = f"{len(errors)}+" if len(data.failures) >= FAILURES_SHOWN else str(len(errors))
+DAMAGED_RUNS_SHOWN = 3
+
+
+def suggested_actions(ref: StoreRef, data: OverviewData, damaged: tuple[list[dict[str, Any]], int],
+                      depths: dict[str, int]) -> list[Action]:
+    actions = _damage_actions(*damaged)
+    failures = data.failures.to_pylist()  # at most FAILURES_SHOWN rows
+    errors = [f for f in failures if f["what"] not in DAMAGED]
+    if errors:
+        latest = errors[0]
+        count = f"{len(errors)}+" if len(failures) >= FAILURES_SHOWN else str(len(errors))
         actions.append(Action(f"{count} recent error event(s); latest in run {code(latest['run_id'])}: "
                               f"{md_escape(str(latest['detail'])[:120])}", "warning", latest["run_id"]))
     if data.overview.findings.get("warning"):
@@ -339,19 +362,16 @@ def suggested_actions(ref: StoreRef, data: OverviewData, depths: dict[str, int])
     return actions
 
 
-def _damage_actions(runs: pd.DataFrame, limit: int = 3) -> list[Action]:
-    if runs.empty:
-        return []
-    bad = runs.assign(damaged=runs["corrupt"] + runs["incomplete"])
-    bad = bad[bad["damaged"] > 0].sort_values(["damaged", "last_at"], ascending=False)
+def _damage_actions(worst: list[dict[str, Any]], total: int) -> list[Action]:
+    """One action per run among the most damaged (``overview.damaged_runs``), then how many more."""
     out = []
-    for row in bad.head(limit).itertuples():
-        counts = ((row.corrupt, "corrupt"), (row.incomplete, "incomplete"))
+    for row in worst:
+        counts = ((row["corrupt"], "corrupt"), (row["incomplete"], "incomplete"))
         parts = [f"{int(n)} {word}" for n, word in counts if n]
-        out.append(Action(f"{' and '.join(parts)} checkpoint{'s' if row.damaged > 1 else ''} in run "
-                          f"{code(row.run_id)}", "warning", row.run_id))
-    if len(bad) > limit:
-        out.append(Action(f"{len(bad) - limit} more run(s) have damaged checkpoints: see the runs table"))
+        out.append(Action(f"{' and '.join(parts)} checkpoint{'s' if row['damaged'] > 1 else ''} in run "
+                          f"{code(row['run_id'])}", "warning", row["run_id"]))
+    if total > len(worst):
+        out.append(Action(f"{total - len(worst)} more run(s) have damaged checkpoints: see the runs table"))
     return out
 
 
@@ -420,6 +440,8 @@ def take_focus_run() -> str | None:
 
 
 def _redact_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     out = frame.copy()
     for column in out.columns:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
@@ -427,15 +449,39 @@ def _redact_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _utc_columns(frame: pd.DataFrame) -> dict[str, Any]:
+def _redact_table(table: pa.Table) -> pa.Table:
+    """Every text column of ``table`` through redact_text. A column is rebuilt only when a value
+    changed (``pa.array`` of Python values imports pandas, which the Overview otherwise never needs)."""
+    for i, column in enumerate(table.schema):
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            values = table.column(i).to_pylist()
+            redacted = [redact_text(v) if v is not None else None for v in values]
+            if redacted != values:
+                table = table.set_column(i, column, pa.array(redacted, column.type))
+    return table
+
+
+def _is_time(frame: pd.DataFrame | pa.Table, column: str) -> bool:
+    if isinstance(frame, pa.Table):
+        return pa.types.is_timestamp(frame.schema.field(column).type)
+    import pandas as pd
+
+    return pd.api.types.is_datetime64_any_dtype(frame[column])
+
+
+def _utc_columns(frame: pd.DataFrame | pa.Table) -> dict[str, Any]:
     return {c: st.column_config.DatetimeColumn(f"{c.replace('_', ' ')} (UTC)", timezone="UTC",
                                                format="YYYY-MM-DD HH:mm:ss")
-            for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c])}
+            for c in _columns(frame) if _is_time(frame, c)}
 
 
-def _byte_columns(frame: pd.DataFrame) -> dict[str, Any]:
+def _byte_columns(frame: pd.DataFrame | pa.Table) -> dict[str, Any]:
     return {c: st.column_config.NumberColumn("size", format="bytes")
-            for c in frame.columns if c == "size_bytes"}
+            for c in _columns(frame) if c == "size_bytes"}
+
+
+def _columns(frame: pd.DataFrame | pa.Table) -> list[str]:
+    return list(frame.column_names if isinstance(frame, pa.Table) else frame.columns)
 
 
 LABELS = {"run_id": "run", "checkpoint_id": "checkpoint", "last_step": "last step", "what": "what",
@@ -443,20 +489,22 @@ LABELS = {"run_id": "run", "checkpoint_id": "checkpoint", "last_step": "last ste
 WIDE_COLUMNS = ("detail", "message")
 
 
-def _labels(frame: pd.DataFrame) -> dict[str, Any]:
+def _labels(frame: pd.DataFrame | pa.Table) -> dict[str, Any]:
     return {c: st.column_config.Column(LABELS.get(c, c), width="large" if c in WIDE_COLUMNS else None)
-            for c in frame.columns if c in LABELS or c in WIDE_COLUMNS}
+            for c in _columns(frame) if c in LABELS or c in WIDE_COLUMNS}
 
 
-def show_table(frame: pd.DataFrame, columns: list[str], *, empty: str, key: str | None = None,
+def show_table(frame: pd.DataFrame | pa.Table, columns: list[str], *, empty: str, key: str | None = None,
                limit: int = MAX_TABLE_ROWS) -> None:
-    """A dataframe with UTC times and human sizes; ``empty`` explains an empty one."""
-    if frame.empty:
+    """A table (a DataFrame or an Arrow table) with UTC times and human sizes; ``empty`` explains
+    an empty one."""
+    if len(frame) == 0:
         st.caption(empty)
         return
-    shown = frame[[c for c in columns if c in frame.columns]].head(limit)
+    chosen = [c for c in columns if c in _columns(frame)]
+    shown = frame.select(chosen).slice(0, limit) if isinstance(frame, pa.Table) else frame[chosen].head(limit)
     config = {**_labels(shown), **_utc_columns(shown), **_byte_columns(shown)}
-    st.dataframe(shown, hide_index=True, column_config=config, key=key)
+    st.dataframe(shown, hide_index=True, column_config=config, key=key, lazy=False)  # small: sent whole
     if len(frame) > limit:
         st.caption(f"Showing {limit:,} of {len(frame):,} rows.")
 
@@ -498,6 +546,8 @@ def timeline_data(ref: StoreRef, run_id: str | None, agent: str | None) -> Timel
 
 def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     """Metadata, findings, events, pending writes and the (redacted) state of one checkpoint."""
+    import pandas as pd
+
     with guarded():
         result = _checkpoint(ref.index_path, ref.url, ref.store_id, checkpoint)
     c = result["checkpoint"]
