@@ -391,3 +391,35 @@ def test_equal_each_compares_only_the_pairs_that_are_not_one_object():
     assert fps.equal_each(xs, ys) == [True, True, False, True]
     assert fps.equal_each(xs[:3], ys[:3]) == [True, True, False]
     assert fps.equal_each([shared], [shared]) == [True]
+
+
+def test_lastgood_diff_of_two_langgraph_states_imports_no_pyarrow_or_numpy(tmp_path):
+    """The command decodes two rows and diffs them: the listing's Arrow and numpy (~0.25 s of
+    start-up) stay unimported, and the changes are those of the in-process diff."""
+    import os
+    import subprocess
+    import sys
+
+    from lastgood.catalog import Catalog
+    from lastgood.investigate import diff_checkpoints
+    from lastgood.stores import index_store
+    from tests.helpers import lastgood_cli
+    from tests.langgraph_graphs import write_sqlite_store
+
+    db, home = tmp_path / "lg.sqlite", tmp_path / "home"
+    history = write_sqlite_store(db, extra=False).expected[("tools-1", "")]
+    first, last = history[-1]["checkpoint_id"], history[0]["checkpoint_id"]
+    assert lastgood_cli("index", str(db), home=home).returncode == 0
+    probe = ("import json, sys; from lastgood.cli import main\n"
+             "sys.argv = ['lastgood', 'diff', *sys.argv[1:], '--format', 'json']\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(json.dumps(['pyarrow' in sys.modules, 'numpy' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", probe, str(db), first, last], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, LASTGOOD_HOME=str(home)))
+    assert done.returncode == 0, done.stderr
+    *body, imported = done.stdout.splitlines()
+    assert json.loads(imported) == [False, False]
+    catalog = Catalog(home / "index.duckdb")
+    expected, _, _ = diff_checkpoints(catalog, index_store(catalog, str(db)).store, first, last)
+    catalog.close()
+    assert expected.changes and json.loads("\n".join(body))["changes"] == expected.to_dict()["changes"]
