@@ -208,6 +208,41 @@ def _string_buffers(values: Sequence[Any], n: int, binary: bool) -> pa.Array:
     return pa.Array.from_buffers(pa.binary() if binary else pa.string(), n, buffers)
 
 
+def checked_strings(values: Sequence[Any], nullable: bool, limit: int, null: str = "none") -> pa.Array | None:
+    """A string array of ``values`` when every one is a str (or None when ``nullable``) of at
+    most ``limit`` characters without NUL, and not empty unless ``nullable``; None otherwise.
+    The checks ride on the join that builds the array (C speed, no per-value Python).
+    ``null``: "none" keeps None as null, "empty" stores None as '', "falsy" makes None and ''
+    null (a LangGraph parent id)."""
+    n = len(values)
+    if np is None or n == 0:
+        return None
+    has_none = None in values
+    if has_none and not nullable:
+        return None
+    texts = [v if v is not None else "" for v in values] if has_none else values
+    try:
+        text = "".join(texts)
+        data = text.encode()
+    except (TypeError, UnicodeError):  # another type, or a lone surrogate
+        return None
+    chars = np.fromiter(map(len, texts), np.int64, n)
+    if "\x00" in text or int(chars.max()) > limit or len(data) >= 2**31 - 1:
+        return None
+    empty = not chars.all()
+    if empty and not nullable:
+        return None
+    lengths = chars if len(data) == len(text) else np.fromiter((len(v.encode()) for v in texts), np.int64, n)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = None
+    if null == "falsy" and empty:
+        valid = pa.py_buffer(np.packbits(chars > 0, bitorder="little"))
+    elif null == "none" and has_none:
+        valid = _validity(values, n)
+    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def utf8_view(binary: pa.Array) -> pa.Array:
     """A binary array as a string array over the same buffers, its UTF-8 checked
     (ArrowInvalid when not); unlike ``cast`` it does not import pyarrow.compute (~0.1 s)."""
@@ -324,6 +359,7 @@ class CheckpointColumns:
     codecs: Sequence[str | None] | None = None
     sizes: Sequence[int | None] | None = None
     parent_ok: Sequence[int | None] | None = None
+    arrays: Mapping[str, pa.Array] | None = None  # key columns already built (langgraph_rows.key_arrays)
 
 
 MetadataColumns = "tuple[pa.Array, pa.Table, dict[int, str]]"  # text: pyarrow is imported on first use
@@ -332,9 +368,11 @@ MetadataColumns = "tuple[pa.Array, pa.Table, dict[int, str]]"  # text: pyarrow i
 def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]:
     """A ``CHECKPOINT_SCHEMA`` table and its findings, built column-wise."""
     n = len(cols.checkpoint_ids)
-    ids = string_array(cols.checkpoint_ids)
+    built = cols.arrays or {}
+    ids = _built(built, "checkpoint_id", lambda: string_array(cols.checkpoint_ids))
     text, fields, problems = metadata_columns(cols.metadata)
-    codecs = string_array(cols.codecs) if cols.codecs is not None else pa.nulls(n, pa.string())
+    codecs = _built(built, "codec", lambda: string_array(cols.codecs) if cols.codecs is not None
+                    else pa.nulls(n, pa.string()))
     codec_problems = _codec_problems(cols.codecs)
     findings = _row_findings(cols, problems, Check.METADATA_INVALID)
     findings += _row_findings(cols, codec_problems, Check.UNKNOWN_CODEC)
@@ -343,10 +381,10 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
     findings.extend(_parent_findings(cols, problems))
     status, reason = _status_columns(n, problems)
     columns = {
-        "run_id": string_array(cols.thread_ids),
-        "namespace": string_array(_none_as(cols.namespaces, "")),
+        "run_id": _built(built, "run_id", lambda: string_array(cols.thread_ids)),
+        "namespace": _built(built, "namespace", lambda: string_array(_none_as(cols.namespaces, ""))),
         "checkpoint_id": ids,
-        "parent_id": string_array(_none_as(cols.parent_ids, None, "")),
+        "parent_id": _built(built, "parent_id", lambda: string_array(_none_as(cols.parent_ids, None, ""))),
         "step": fields.column("step"),
         "created_at": uuid6_timestamps(ids),
         "trigger": fields.column("source"),
@@ -361,6 +399,11 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
         "metadata": text,
     }
     return pa.Table.from_pydict(columns, schema=readers_base.CHECKPOINT_SCHEMA), findings
+
+
+def _built(built: Mapping[str, pa.Array], name: str, make: Callable[[], pa.Array]) -> pa.Array:
+    array = built.get(name)
+    return array if array is not None else make()
 
 
 def _none_as(values: Sequence[Any], replacement: Any, replaced: Any = None) -> Sequence[Any]:

@@ -5,7 +5,8 @@ parent_checkpoint_id, type) are not short valid text becomes one finding
 naming the row and the problem; every other row still loads.
 
 Both readers judge each listed batch column-wise at C speed (``columns_ok``:
-types, lengths, NULs); only a batch that fails is judged row by row
+types, lengths, NULs; the SQLite reader applies the same rules while it builds
+the batch's Arrow key columns, ``key_arrays``); only a batch that fails is judged row by row
 (``key_problem``, each column through ``validate.text``). SQLite names a row
 by rowid; a text column holding bytes that are not UTF-8 fails SQLite's fetch,
 and then every row's key columns are fetched as bytes (``ALL_ROWS_SQL``) and
@@ -17,9 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from lastgood.readers.lazy import lazy_module
+
+pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
+
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
+from lastgood.readers.langgraph_common import checked_strings
 from lastgood.readers.validate import LANGGRAPH_TEXT_COLUMNS, Invalid, text
 
 SHOWN_CHARS = 60
@@ -43,6 +49,24 @@ def columns_ok(columns: Sequence[Sequence[Any]]) -> bool:
                 or "\x00" in "".join(present)):
             return False
     return True
+
+
+# how each key column is stored in the index (CHECKPOINT_SCHEMA name, null handling)
+_ARRAY_COLUMNS = (("run_id", "none"), ("namespace", "empty"), ("checkpoint_id", "none"),
+                  ("parent_id", "falsy"), ("codec", "none"))
+
+
+def key_arrays(columns: Sequence[Sequence[Any]]) -> dict[str, pa.Array] | None:
+    """The key columns (LANGGRAPH_TEXT_COLUMNS order) as the Arrow arrays the index
+    stores, when every value passes :func:`columns_ok`'s rules (judged while the arrays
+    are built, at C speed); None when some value does not (then judge row by row)."""
+    arrays = {}
+    for values, (_name, nullable), (column, null) in zip(columns, LANGGRAPH_TEXT_COLUMNS, _ARRAY_COLUMNS):
+        array = checked_strings(values, nullable, limits.MAX_ID_CHARS, null)
+        if array is None:
+            return None
+        arrays[column] = array
+    return arrays
 
 
 class NotUtf8(bytes):

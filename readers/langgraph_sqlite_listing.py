@@ -24,7 +24,7 @@ from lastgood.checks import Check
 from lastgood.readers.base import Finding
 from lastgood.readers.langgraph_common import CheckpointColumns, string_array
 from lastgood.readers.langgraph_findings import codec_findings, pending_error_finding
-from lastgood.readers.langgraph_rows import NotUtf8, columns_ok, key_problem, row_finding
+from lastgood.readers.langgraph_rows import NotUtf8, key_arrays, key_problem, row_finding
 from lastgood.readers.langgraph_serde import is_known_type
 
 LIVE_SUFFIXES = ("-wal", "-journal")
@@ -207,11 +207,13 @@ def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
     return values if None not in values else [v or "" for v in values]
 
 
-def valid_columns(rows: list[tuple[Any, ...]], skipped: Skipped) -> tuple[Sequence[Any], ...]:
-    """LIST_SQL rows as the CheckpointColumns fields, in its order, without the rows
-    whose key columns the validation boundary rejects (added to ``skipped``)."""
+def valid_columns(rows: list[tuple[Any, ...]], skipped: Skipped) -> CheckpointColumns | None:
+    """LIST_SQL rows as CheckpointColumns (key columns also as Arrow arrays), without the
+    rows whose key columns the validation boundary rejects (added to ``skipped``); None
+    when no row is left."""
     _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*rows)
-    if not columns_ok((threads, namespaces, ids, parents, codecs)):
+    arrays = key_arrays((threads, namespaces, ids, parents, codecs))
+    if arrays is None:
         good = []
         for row in rows:
             if (problem := key_problem(row[1:6])) is None:
@@ -219,9 +221,10 @@ def valid_columns(rows: list[tuple[Any, ...]], skipped: Skipped) -> tuple[Sequen
             else:
                 skipped.bad[row[0]] = row_finding(f"rowid {row[0]}", row[1:6], problem)
         if not good:
-            return ((),) * 7
+            return None
         _rowids, threads, namespaces, ids, parents, codecs, sizes, metadata = zip(*good)
-    return threads, namespaces, ids, parents, metadata, codecs, sizes
+        arrays = key_arrays((threads, namespaces, ids, parents, codecs))
+    return CheckpointColumns(threads, namespaces, ids, parents, metadata, codecs, sizes, arrays=arrays)
 
 
 def write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
