@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
+from lastgood.readers.langgraph_rows import columns_ok, key_arrays
 from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,32 @@ CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL D
 def test_string_array_matches_pa_array(values: list[str | None]) -> None:
     assert string_array(values).equals(pa.array(values, pa.string()))
     assert string_array(tuple(values)).to_pylist() == values
+
+
+GOOD_KEYS = (["t1", "t2", "t3"], ["", None, "ns"], ["c1", "c2", "日本"], [None, "", "c1"],
+             ["msgpack", None, ""])
+
+
+@pytest.mark.parametrize("column, value", [
+    (0, None), (0, ""), (0, 7), (0, b"t"), (0, "x" * 1025), (0, "a\x00b"), (2, ""), (2, "\ud800"),
+    (1, 3.5), (1, "n\x00"), (3, "p" * 1025), (4, b"msgpack"),
+])
+def test_key_arrays_follow_the_columns_ok_rules(column: int, value: object) -> None:
+    """The arrays are built only when the fast check would pass; any value it rejects
+    sends the batch to the row-by-row judge (None)."""
+    assert columns_ok(GOOD_KEYS)
+    arrays = key_arrays(GOOD_KEYS)
+    assert arrays is not None
+    assert arrays["run_id"].to_pylist() == ["t1", "t2", "t3"]
+    assert arrays["namespace"].to_pylist() == ["", "", "ns"]  # NULL namespace stored as ''
+    assert arrays["checkpoint_id"].to_pylist() == ["c1", "c2", "日本"]
+    assert arrays["parent_id"].to_pylist() == [None, None, "c1"]  # '' parent: no parent
+    assert arrays["codec"].to_pylist() == ["msgpack", None, ""]
+    bad = [list(c) for c in GOOD_KEYS]
+    bad[column][1] = value
+    assert key_arrays(bad) is None
+    if value != "\ud800":  # SQLite never returns a lone surrogate; the row judge rejects it
+        assert not columns_ok(bad)
 
 
 def test_binary_int_and_constant_arrays() -> None:
