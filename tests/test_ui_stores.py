@@ -161,7 +161,7 @@ def _assert_no_password_anywhere(server: Server, page) -> None:
         for name in ("environ", "cmdline"):
             try:
                 assert PASSWORD.encode() not in (Path("/proc") / str(pid) / name).read_bytes()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # the process ended meanwhile
                 continue
     for path in server.home.rglob("*"):
         if path.is_file() and path.name != "credentials.json":
