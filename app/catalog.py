@@ -266,7 +266,8 @@ class Catalog:
 def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,
                     params: dict[str, Any] | None = None) -> None:
     con.execute(f"""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
-                    WHERE store_id = $sid AND status NOT IN ('quarantined', 'superseded') AND ({where})""",
+                    WHERE store_id = $sid AND status NOT IN ('quarantined', 'superseded') AND ({where})
+                      AND (status IS DISTINCT FROM listed_status OR status_reason IS DISTINCT FROM listed_reason)""",
                 {**(params or {}), "sid": store_id})
 
 
@@ -278,32 +279,28 @@ def _record_checked(con: duckdb.DuckDBPyConnection, store_id: int, where: str, p
     replaced = ["structure", "data"] if depth == "data" else ["structure"]
     now = datetime.now(UTC)
     params = {**params, "sid": store_id}
+    # ``where`` may depend on ``verified``/``data_checked_at``: they change last, in one statement
+    checked = f"checkpoint_id IN (SELECT checkpoint_id FROM checkpoints WHERE store_id = $sid AND ({where}))"
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE checked_keys AS SELECT checkpoint_id "
-                    f"FROM checkpoints WHERE store_id = $sid AND ({where})", params)
-        con.execute("""DELETE FROM findings WHERE store_id = $sid
-                       AND depth IN (SELECT unnest($depths::VARCHAR[]))
-                       AND checkpoint_id IN (SELECT checkpoint_id FROM checked_keys)""",
-                    {"sid": store_id, "depths": replaced})
+        con.execute(f"""DELETE FROM findings WHERE store_id = $sid
+                        AND depth IN (SELECT unnest($depths::VARCHAR[])) AND {checked}""",
+                    {**params, "depths": replaced})
         _insert_findings(con, store_id, findings, depth)
-        checked = "checkpoint_id IN (SELECT checkpoint_id FROM checked_keys)"
+        _reset_statuses(con, store_id, where, params)
+        _apply_error_statuses(con, store_id)
         con.execute(f"""UPDATE checkpoints SET
                            verified = CASE WHEN $depth = 'structure' AND verified = 'data'
                                            THEN 'data' ELSE $level END,
                            data_checked_at = CASE WHEN $depth = 'data' THEN $now
                                                   ELSE data_checked_at END
-                       WHERE store_id = $sid AND {checked}""",
-                    {"depth": depth, "level": level or depth, "now": now, "sid": store_id})
-        _reset_statuses(con, store_id, checked)
-        _apply_error_statuses(con, store_id)
+                       WHERE store_id = $sid AND ({where})""",
+                    {**params, "depth": depth, "level": level or depth, "now": now})
         con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?", [now, store_id])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    finally:
-        con.execute("DROP TABLE IF EXISTS checked_keys")
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

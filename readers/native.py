@@ -397,6 +397,10 @@ class NativeReader(Reader):
         entries, read = self._entries(token)
         try:
             return None if read != token else (entries.count, judge(entries))
+        except Exception as exc:  # noqa: BLE001 - a part compacted away meanwhile: the caller asks by keys
+            if native_structure.vanished(exc):
+                return None
+            raise
         finally:
             entries.close()
 

@@ -174,6 +174,12 @@ class CatalogEntries:
             raise
 
     def _load(self, batches: Sequence[pa.Table | ParquetSource]) -> int:
+        if len(batches) == 1 and isinstance(batches[0], ParquetSource):  # one compacted part: read in place
+            paths = ", ".join("'" + path.replace("'", "''") + "'" for path in batches[0].paths)
+            self.con.execute(f"""CREATE VIEW entries AS SELECT {', '.join(ENTRY_COLUMNS)} FROM (
+                SELECT * REPLACE (coalesce(namespace, '') AS namespace), 'ok' AS status,
+                       NULL::VARCHAR AS status_reason FROM read_parquet([{paths}]))""")
+            return int(self.con.execute("SELECT count(*) FROM entries").fetchall()[0][0])
         selects, params = [], {}
         for number, batch in enumerate(batches):
             if isinstance(batch, ParquetSource):
