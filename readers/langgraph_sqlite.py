@@ -15,7 +15,6 @@ metadata); checkpoint blobs are decoded only by ``load_state``,
 from __future__ import annotations
 
 from lastgood.checks import Check
-import gc
 import json
 import sqlite3
 import threading
@@ -55,12 +54,16 @@ from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_
     LIVE_SUFFIXES,
     Key,
     ParentColumns,
+    SideQueries,
     Skipped,
     StructureMemo,
+    close_in_background,
     decodable_writes,
     file_stamp,
+    gc_paused,
     mark_missing_parents,
     missing_parents,
+    parse_token,
     structure_findings,
     valid_columns,
 )
@@ -275,12 +278,16 @@ class LangGraphSqliteReader(Reader):
     def scan(self, since: str | None = None) -> Scan:
         """List checkpoints from SQL only, in one read transaction."""
         self._stamp = file_stamp(self.path)  # before reading: any later commit changes it
-        with closing(connect_readonly(self.path, mmap=True)) as conn, _sqlite_errors(self.path):
-            conn.execute("BEGIN")
-            try:
-                return self._scan_in(conn, since)
-            finally:
-                conn.execute("COMMIT")
+        conn = connect_readonly(self.path, mmap=True)
+        try:
+            with _sqlite_errors(self.path):
+                conn.execute("BEGIN")
+                try:
+                    return self._scan_in(conn, since)
+                finally:
+                    conn.execute("COMMIT")
+        finally:
+            close_in_background(conn)
 
     def _scan_in(self, conn: sqlite3.Connection, since: str | None) -> Scan:
         counts = self._counts(conn)
@@ -290,14 +297,35 @@ class LangGraphSqliteReader(Reader):
         after = self._appended_after(conn, since, counts)
         full = after is None
         ck_after, wr_after = after or (0, 0)
+        side = self._side_queries(wr_after)
+        try:
+            return self._list(conn, token, full, ck_after, wr_after, side)
+        finally:
+            if side is not None:
+                side.join()
+
+    def _side_queries(self, wr_after: int) -> SideQueries | None:
+        """Heads and special writes queried beside the listing when no writer is active."""
+        if is_live(self.path):
+            return None
+        queries = {"heads": (HEADS_SQL, ("[]",))}
+        if self._has_writes:
+            queries["events"] = (EVENTS_SQL.format(index=self._writes_index), (wr_after,))
+        return SideQueries(lambda: connect_readonly(self.path), queries)
+
+    def _list(self, conn: sqlite3.Connection, token: str, full: bool, ck_after: int, wr_after: int,
+              side: SideQueries | None) -> Scan:
         memo = StructureMemo(self._stamp)
         memo.token = token
         skipped = Skipped({})
         tables, findings = self._checkpoint_tables(conn, ck_after, memo, skipped)
-        heads = self._heads(conn, skipped)
+        # the side query ran without skipping rows: its heads stand only when none was skipped
+        heads_rows = side.rows("heads") if side is not None and not skipped.bad else None
+        heads = self._heads(conn, skipped) if heads_rows is None else [HeadRecord(t, c, ns) for t, ns, c in heads_rows]
         # a full listing read every row's codec and every special write: the memo answers
         # the structure check of what it listed (LangGraph writes ``__error__`` with idx -1)
-        events = self._event_tables(conn, wr_after, memo if full else None, findings)
+        events = self._event_tables(conn, wr_after, memo if full else None, findings,
+                                    side.rows("events") if side is not None else None)
         self._memo = memo if full else None
         if full and not self._has_writes:
             findings.append(Finding(Check.WRITES_MISSING, "warning", "the database has no LangGraph writes table"))
@@ -319,7 +347,7 @@ class LangGraphSqliteReader(Reader):
         self, conn: sqlite3.Connection, since: str | None, counts: Mapping[str, list[int]]
     ) -> tuple[int, int] | None:
         """The rowids to list after when only appends happened since ``since``, else None."""
-        previous = _parse_token(since)
+        previous = parse_token(since, TOKEN_VERSION)
         if previous is None:
             return None
         for table in ("checkpoints", "writes"):
@@ -362,7 +390,7 @@ class LangGraphSqliteReader(Reader):
         tables: list[pa.Table] = []
         findings: list[Finding] = []
         keys: list[ParentColumns] = []
-        with _gc_paused():
+        with gc_paused():
             cursor = conn.execute(LIST_SQL, (after, skipped.param))
             while rows := cursor.fetchmany(BATCH_ROWS):
                 cols = valid_columns(rows, skipped)  # the validation boundary
@@ -387,12 +415,15 @@ class LangGraphSqliteReader(Reader):
         return {(t, ns, cid): parent for t, ns, cid, parent in rows}
 
     def _event_tables(self, conn: sqlite3.Connection, after: int, memo: StructureMemo | None = None,
-                      findings: list[Finding] | None = None) -> list[pa.Table]:
+                      findings: list[Finding] | None = None,
+                      rows: list[tuple[Any, ...]] | None = None) -> list[pa.Table]:
+        """Special writes as events (``rows``: EVENTS_SQL's result when already fetched)."""
         if not self._has_writes:
             return []
         sql = EVENTS_SQL.format(index=self._writes_index)
         try:
-            rows = conn.execute(sql, (after,)).fetchall()
+            if rows is None:
+                rows = conn.execute(sql, (after,)).fetchall()
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc).lower():
                 raise
@@ -547,18 +578,6 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise ReaderError(f"{path}: SQLite error: {exc}") from exc
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building many small tuples (they hold no cycles)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _is_marker(value: Any) -> bool:
     return isinstance(value, dict) and ("$encrypted" in value or "$unloaded" in value)
 
@@ -570,18 +589,3 @@ def _require_checkpoint(value: Any) -> None:
 
 def _key(record: CheckpointRecord) -> tuple[str, str, str]:
     return record.run_id, record.namespace or "", record.checkpoint_id
-
-
-def _parse_token(token: str | None) -> dict[str, list[int]] | None:
-    if not token:
-        return None
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or value.get("v") != TOKEN_VERSION:
-        return None
-    try:
-        return {t: [int(value[t][0]), int(value[t][1])] for t in ("checkpoints", "writes")}
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None

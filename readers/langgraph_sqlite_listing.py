@@ -10,9 +10,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,50 @@ def _mark_table(table: pa.Table, missing: Mapping[Key, str]) -> pa.Table:
     table = table.set_column(table.schema.get_field_index("status"), "status", string_array(status))
     index = table.schema.get_field_index("status_reason")
     return table.set_column(index, "status_reason", string_array(reasons))
+
+
+class SideQueries:
+    """Queries of a scan that do not depend on the listed rows (heads, special writes), run
+    on a second read-only connection in a thread while the listing fetches checkpoints:
+    SQLite runs such a query's whole scan (an aggregate, a filter that few rows pass)
+    inside a step that releases the GIL. Only for a database no writer has open (opened
+    immutable: both connections read the same data). :meth:`rows` is None when the query
+    failed here; the caller then runs it itself (and reports its error as usual)."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection],
+                 queries: Mapping[str, tuple[str, tuple[Any, ...]]]) -> None:
+        self._results: dict[str, list[tuple[Any, ...]]] = {}
+        self._thread = threading.Thread(target=self._run, args=(connect, dict(queries)),
+                                        name="lastgood-sqlite-side", daemon=True)
+        self._thread.start()
+
+    def _run(self, connect: Callable[[], sqlite3.Connection],
+             queries: Mapping[str, tuple[str, tuple[Any, ...]]]) -> None:
+        try:
+            conn = connect()
+        except Exception:  # noqa: BLE001 - the caller runs the queries itself
+            return
+        try:
+            for name, (sql, params) in queries.items():
+                try:
+                    self._results[name] = conn.execute(sql, params).fetchall()
+                except sqlite3.Error:
+                    pass
+        finally:
+            conn.close()
+
+    def rows(self, name: str) -> list[tuple[Any, ...]] | None:
+        self._thread.join()
+        return self._results.get(name)
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+def close_in_background(conn: sqlite3.Connection) -> None:
+    """Close a scan's connection in a thread: unmapping the pages a full scan touched
+    (~0.1 s for a 1.4 GB database) runs beside the index insert (SQLite releases the GIL)."""
+    threading.Thread(target=conn.close, name="lastgood-sqlite-close").start()
 
 
 class Skipped:
@@ -230,3 +277,31 @@ def valid_columns(rows: list[tuple[Any, ...]], skipped: Skipped) -> CheckpointCo
 def write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """``STRUCTURE_ERRORS_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
     return row[0], row[1], row[2], row[7] or "", row[3], row[4]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building many small tuples (they hold no cycles)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def parse_token(token: str | None, version: int) -> dict[str, list[int]] | None:
+    """The row counts a scan token of ``version`` holds (None when it is not one)."""
+    if not token:
+        return None
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("v") != version:
+        return None
+    try:
+        return {t: [int(value[t][0]), int(value[t][1])] for t in ("checkpoints", "writes")}
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
