@@ -53,37 +53,62 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Handler]:
 
 
 def _open(args: argparse.Namespace, settings: Settings, fmt: str, url: str) -> tuple[Any, Any]:
-    from lastgood import output
-    from lastgood.stores import index_store, open_catalog
+    from lastgood.stores import open_catalog
 
     catalog = open_catalog(settings)
-    bar = output.progress_bar("indexing") if fmt != "json" else None
-    return catalog, index_store(catalog, url, reader_name=args.reader, progress=bar).store
+    return catalog, _refreshed(catalog, url, args.reader, fmt)
 
 
-def _store_b(catalog: Any, args: argparse.Namespace, fmt: str) -> Any:
-    if not args.store_b:
-        return None
+def _refreshed(catalog: Any, url: str, reader_name: str | None, fmt: str) -> Any:
     from lastgood import output
     from lastgood.stores import index_store
 
     bar = output.progress_bar("indexing") if fmt != "json" else None
-    return index_store(catalog, args.store_b, progress=bar).store
+    return index_store(catalog, url, reader_name=reader_name, progress=bar).store
+
+
+def _store_b(catalog: Any, args: argparse.Namespace, fmt: str) -> Any:
+    return _refreshed(catalog, args.store_b, None, fmt) if args.store_b else None
 
 
 def cmd_diff(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     from lastgood.diff import render_text
     from lastgood.investigate import diff_checkpoints
+    from lastgood.stores import open_catalog
 
-    catalog, store = _open(args, settings, fmt, args.store)
+    catalog = open_catalog(settings)
     with _no_cycle_collection():
-        result, label_a, label_b = diff_checkpoints(catalog, store, args.a, args.b, _store_b(catalog, args, fmt))
+        found = _diff_as_indexed(catalog, args)
+        if found is None:
+            store = _refreshed(catalog, args.store, args.reader, fmt)
+            found = diff_checkpoints(catalog, store, args.a, args.b, _store_b(catalog, args, fmt))
+    result, label_a, label_b = found
     if fmt == "json":
         _write_json(result.to_dict(label_a, label_b))
     else:
         text = f"A {_describe(label_a)}\nB {_describe(label_b)}\n" + render_text(result, limit=args.limit)
         _write_text(text)
     return 0
+
+
+def _diff_as_indexed(catalog: Any, args: argparse.Namespace) -> Any:
+    """The diff without refreshing the index first, when it already names A and B by the full
+    ids given: the diff reads those two rows from the stores themselves, and a refresh would
+    list every checkpoint of the store to learn nothing it needs. None when a ref is a prefix
+    or not indexed (yet), or anything fails: the refreshed path then answers, errors included."""
+    from lastgood.errors import LastgoodError
+    from lastgood.investigate import diff_checkpoints, resolve_ref
+    from lastgood.stores import open_store
+
+    try:
+        store = open_store(catalog, args.store, args.reader)
+        store_b = open_store(catalog, args.store_b) if args.store_b else None
+        for opened, ref in ((store, args.a), (store_b or store, args.b)):
+            if resolve_ref(catalog, opened.store_id, ref).checkpoint_id not in ref:
+                return None
+        return diff_checkpoints(catalog, store, args.a, args.b, store_b)
+    except LastgoodError:
+        return None
 
 
 @contextmanager

@@ -423,3 +423,38 @@ def test_lastgood_diff_of_two_langgraph_states_imports_no_pyarrow_or_numpy(tmp_p
     expected, _, _ = diff_checkpoints(catalog, index_store(catalog, str(db)).store, first, last)
     catalog.close()
     assert expected.changes and json.loads("\n".join(body))["changes"] == expected.to_dict()["changes"]
+
+
+def test_lastgood_diff_refreshes_the_index_only_when_it_cannot_name_both_checkpoints(tmp_path):
+    """Full ids already indexed: the two rows are read from the store as they are, no listing.
+    A checkpoint written since, or a prefix (which a newer checkpoint could make ambiguous),
+    refreshes the index first."""
+    import duckdb
+
+    from lastgood.readers.native_writer import NativeWriter
+    from tests.helpers import lastgood_cli
+
+    url, home = str(tmp_path / "store"), tmp_path / "home"
+    writer = NativeWriter(url, codec="json")
+    first, second = (writer.save("run", {"n": n, "note": "x"}).checkpoint_id for n in (1, 2))
+    assert lastgood_cli("index", url, home=home).returncode == 0
+
+    def diff(a: str, b: str) -> dict:
+        done = lastgood_cli("diff", url, a, b, "--format", "json", home=home)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["summary"]
+
+    def indexed() -> int:
+        with duckdb.connect(str(home / "index.duckdb"), read_only=True) as con:
+            return con.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+
+    third = writer.save("run", {"n": 5, "note": "x", "new": True}).checkpoint_id
+    assert diff(first, f"run/{second}") == {"added": 0, "removed": 0, "changed": 1, "moved": 0}
+    assert indexed() == 2
+    assert diff(second, third) == {"added": 1, "removed": 0, "changed": 1, "moved": 0}
+    assert indexed() == 3
+    writer.save("run", {"n": 6})
+    assert diff(first[:-1], second)["changed"] == 1
+    assert indexed() == 4
+    missing = lastgood_cli("diff", url, first, "nope", home=home)
+    assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
