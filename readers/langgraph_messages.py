@@ -14,7 +14,14 @@ import threading
 from typing import Any
 
 DELTA_SNAPSHOT_TYPE = "langgraph.checkpoint.serde.types._DeltaSnapshot"
-SHARED = threading.local()  # .ext: payload -> decoded value; .messages: id(message) -> (message, normalized)
+
+
+class _Shared(threading.local):
+    ext: dict[Any, Any] | None = None  # (depth, code, payload) -> decoded extension value
+    messages: dict[int, Any] | None = None  # id(message) -> (message, its normalized form)
+
+
+SHARED = _Shared()
 
 # message class name -> role ("" = take it from the message's own role field)
 MESSAGE_ROLES: dict[str, str] = {
@@ -37,13 +44,26 @@ def message_role(value: Any) -> str | None:
         return None
     type_name = value.get("$type")
     if isinstance(type_name, str):
-        last = type_name.rsplit(".", 1)[-1].removesuffix("Chunk")
-        if last not in MESSAGE_ROLES or not type_name.startswith(_LANGCHAIN_PREFIXES):
-            return None
-        return MESSAGE_ROLES[last] or _plain_role(value) or str(value.get("role") or "chat")
+        role = _TAGGED_ROLES.get(type_name, _UNKNOWN)
+        if role is _UNKNOWN:
+            role = _tagged_role(type_name)
+        return role if role != "" else (_plain_role(value) or str(value.get("role") or "chat"))
     if "content" in value:
         return _plain_role(value)
     return None
+
+
+_UNKNOWN = object()
+_TAGGED_ROLES: dict[str, str | None] = {}  # class path -> role, "" (from the message) or None
+_TAGGED_ROLES_MAX = 1024  # class paths come from the data: remember a bounded number
+
+
+def _tagged_role(type_name: str) -> str | None:
+    last = type_name.rsplit(".", 1)[-1].removesuffix("Chunk")
+    role = MESSAGE_ROLES[last] if last in MESSAGE_ROLES and type_name.startswith(_LANGCHAIN_PREFIXES) else None
+    if len(_TAGGED_ROLES) < _TAGGED_ROLES_MAX:
+        _TAGGED_ROLES[type_name] = role
+    return role
 
 
 def _plain_role(value: dict[str, Any]) -> str | None:
@@ -113,7 +133,7 @@ def is_marker(value: dict[str, Any]) -> bool:
 
 def _normalized_message(value: dict[str, Any]) -> dict[str, Any] | None:
     """normalize_message, one result per decoded message object within shared_decoding()."""
-    memo = getattr(SHARED, "messages", None)
+    memo = SHARED.messages
     if memo is None or "$type" not in value:  # only tagged messages (extension payloads) are shared
         return normalize_message(value)
     hit = memo.get(id(value))

@@ -63,7 +63,13 @@ EXT_PYDANTIC_V2 = 5
 EXT_NUMPY_ARRAY = 6
 EXT_DELTA_SNAPSHOT = 7
 MAX_EXT_DEPTH = 32  # deeper nesting would overflow the C stack (msgpack recurses natively)
-_EXT_DEPTH = threading.local()
+
+
+class _Depth(threading.local):
+    value = 0  # extension payloads being unpacked, in this thread
+
+
+_EXT_DEPTH = _Depth()
 
 # LangGraph's SAFE_MSGPACK_TYPES (langgraph.checkpoint.serde._msgpack), as dotted paths.
 SAFE_TYPES = frozenset(
@@ -246,10 +252,10 @@ def _ext_hook(code: int, payload: bytes) -> Any:
 
 
 def _ext_hook_fast(code: int, payload: bytes) -> Any:
-    memo = getattr(SHARED, "ext", None)
+    memo = SHARED.ext
     if memo is None:
         return _ext_value(code, payload, _unpack_fast)
-    key = (getattr(_EXT_DEPTH, "value", 0), code, payload)  # the depth bound depends on the position
+    key = (_EXT_DEPTH.value, code, payload)  # the depth bound depends on the position
     value = memo.get(key, _EXACT)
     if value is _EXACT:
         value = memo[key] = _ext_value(code, payload, _unpack_fast)
@@ -263,7 +269,7 @@ def shared_decoding() -> Iterator[None]:
     of one thread share most of their messages, so a diff meets them as the same object and
     compares nothing (``x is y``), and the second state decodes only what the first did not
     hold. Values decoded within are shared: callers must not mutate them (the diff does not)."""
-    if getattr(SHARED, "ext", None) is not None:  # nested: the outer block's memos serve
+    if SHARED.ext is not None:  # nested: the outer block's memos serve
         yield
         return
     SHARED.ext, SHARED.messages = {}, {}
@@ -282,7 +288,7 @@ def _ext_value(code: int, payload: bytes, unpack: Callable[[bytes], Any]) -> Any
         return _numpy_summary(payload)
     if not 0 <= code <= EXT_DELTA_SNAPSHOT:
         return {"$ext": code, **bytes_summary(payload)}
-    depth = getattr(_EXT_DEPTH, "value", 0)
+    depth = _EXT_DEPTH.value
     if depth >= MAX_EXT_DEPTH:  # each level recurses through msgpack's C unpacker
         raise _Problem(f"extension types nested deeper than {MAX_EXT_DEPTH} levels")
     _EXT_DEPTH.value = depth + 1
@@ -301,7 +307,8 @@ def _ext_value(code: int, payload: bytes, unpack: Callable[[bytes], Any]) -> Any
 
 
 def _tag_constructor(code: int, inner: Any) -> dict[str, Any]:
-    if not (isinstance(inner, list) and len(inner) >= 3 and _is_name(inner[0]) and _is_name(inner[1])):
+    if not (isinstance(inner, list) and len(inner) >= 3 and isinstance(inner[0], str) and inner[0]
+            and isinstance(inner[1], str) and inner[1]):
         return {"$ext": code, "$malformed": "not (module, name, data)", "value": inner}
     type_name = f"{inner[0]}.{inner[1]}"
     arg = inner[2]
@@ -315,12 +322,11 @@ def _tag_constructor(code: int, inner: Any) -> dict[str, Any]:
     return _with_fields(type_name, arg)
 
 
-def _is_name(value: Any) -> bool:
-    return isinstance(value, str) and bool(value)
+_STR_ONLY = frozenset((str,))
 
 
 def _with_fields(type_name: str, fields: Any) -> dict[str, Any]:
-    if isinstance(fields, dict) and set(map(type, fields)) <= {str} \
+    if isinstance(fields, dict) and set(map(type, fields)) <= _STR_ONLY \
             and not any(map(str.startswith, fields, repeat("$"))):
         return {"$type": type_name, **fields}
     return {"$type": type_name, "value": fields}
