@@ -309,8 +309,16 @@ def ordered_records(catalog: Catalog, store_id: int, checkpoint_ids: list[str]) 
 # ---- store-wide findings --------------------------------------------------------------
 
 def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
-    """Parent cycles, parents missing from the store, and incremental checkpoints built on damage."""
-    cycles = _cycle_findings(catalog, store_id)
+    """Parent cycles, parents missing from the store, and incremental checkpoints built on damage.
+
+    One join of every edge first: a store with no parent missing, no edge that goes back in
+    time and nothing damaged (the usual case) needs neither the cycle walk nor the lineage query."""
+    from lastgood.queries import duplicate_id_findings  # same id in several runs (RUN/ID)
+
+    missing, backwards, damaged = _edge_counts(catalog, store_id)
+    if not (missing or backwards or damaged):
+        return duplicate_id_findings(catalog, store_id)
+    cycles = _cycle_findings(catalog, store_id) if backwards else []
     with catalog.connect() as con:
         params = {"sid": store_id, "parent_missing": str(Check.PARENT_MISSING),
                   "cycle_ids": [f.checkpoint_id for f in cycles]}
@@ -325,9 +333,30 @@ def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
         else:
             message = f"incremental chain broken: parent {parent} is damaged"
             findings.append(Finding(Check.CHAIN_BROKEN, "error", message, run_id, namespace, cid))
-    from lastgood.queries import duplicate_id_findings  # same id in several runs (RUN/ID)
-
     return findings + duplicate_id_findings(catalog, store_id)
+
+
+# parents missing, edges whose parent is not strictly earlier (a cycle needs one), and whether
+# anything is damaged (a finding at error, or a listed status) — the inputs of the lineage query
+_EDGE_COUNTS_SQL = """
+SELECT count(*) FILTER (WHERE p.checkpoint_id IS NULL),
+       count(*) FILTER (WHERE p.checkpoint_id IS NOT NULL AND NOT coalesce(p.step < c.step, false)
+                        AND NOT coalesce(p.created_at < c.created_at, false)),
+       (SELECT EXISTS (SELECT 1 FROM findings WHERE store_id = $sid AND severity = 'error'
+                       AND depth <> 'lineage' AND checkpoint_id IS NOT NULL)
+            OR EXISTS (SELECT 1 FROM checkpoints WHERE store_id = $sid
+                       AND listed_status IN ('corrupt', 'incomplete')))
+FROM checkpoints c
+LEFT JOIN checkpoints p ON p.store_id = c.store_id AND p.checkpoint_id = c.parent_id
+     AND p.run_id = c.run_id AND p.namespace = c.namespace
+WHERE c.store_id = $sid AND c.parent_id IS NOT NULL
+"""
+
+
+def _edge_counts(catalog: Catalog, store_id: int) -> tuple[int, int, bool]:
+    with catalog.connect() as con:
+        missing, backwards, damaged = con.execute(_EDGE_COUNTS_SQL, {"sid": store_id}).fetchone()
+    return int(missing or 0), int(backwards or 0), bool(damaged)
 
 
 _LINEAGE_SQL = """
