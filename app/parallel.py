@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,6 +285,7 @@ def _fetch_ahead(reader: Reader, chunks: Iterator[list[CheckpointRecord]],
 def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_data: bool,
                   workers: int, cancel: threading.Event | None) -> Iterator[ChunkResult]:
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor  # imports multiprocessing's pools: only here
 
     spec = ReaderSpec.of(reader)
     # fork where there is one: workers start in milliseconds and need no importable __main__
