@@ -27,6 +27,15 @@ def _table(catalog: Catalog, sql: str, params: Any) -> pa.Table:
             cur.close()
 
 
+def text_array(values: list[str | None]) -> pa.Array:
+    """A string array of ``values``, built by DuckDB (``pa.array`` would import pandas)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        table = con.sql("SELECT CAST(unnest($v) AS VARCHAR) AS v", params={"v": values}).to_arrow_table()
+    return table.column("v").combine_chunks()
+
+
 def status_counts(catalog: Catalog, store_id: int) -> pa.Table:
     """Checkpoints per status, most first (the bars of the Overview's status chart)."""
     return _table(catalog, """SELECT status, count(*) AS checkpoints FROM checkpoints

@@ -82,7 +82,7 @@ print(json.dumps({"call": time.perf_counter() - t0, "rows": len(rows)}))
 # element that exists but has not drawn yet does not count.
 FIGURE_DRAWN = """() => [...document.querySelectorAll(
     '[data-testid="stVegaLiteChart"] svg g.mark-rect path, [data-testid="stVegaLiteChart"] svg g.mark-area path, '
-    + '.js-plotly-plot .plot .bars path, .js-plotly-plot .plot .points path, .js-plotly-plot .plot .js-line')]
+    + '.js-plotly-plot .points path, .js-plotly-plot .scatterlayer .js-line')]
   .some(el => { const box = el.getBoundingClientRect(); return box.width > 0 && box.height > 0; })"""
 
 

@@ -11,6 +11,7 @@ Real native stores (tests/helpers.write_store), real AppTest runs and the real c
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -269,3 +270,64 @@ def test_with_writes_enabled_the_first_page_waits_for_a_known_stores_refresh(sto
     assert not at.exception, [e.value for e in at.exception]
     assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS + 1}"  # no action starts from a stale view
     assert not any("Looking for new checkpoints" in c.value for c in at.sidebar.caption)
+
+
+# ---- the Overview: figures without Plotly, data without pandas ------------------------------
+
+NO_PANDAS_CHILD = """
+import json, sys
+import streamlit as st
+from lastgood import ui
+ref = ui.StoreRef(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+data = ui.overview_data(ref)
+ui.render_kpis(data.overview)
+ui.render_actions(data.actions)
+st.vega_lite_chart(ui.status_chart(data.status))
+st.vega_lite_chart(ui.growth_chart(data.growth))
+ui.show_table(data.runs, ["run_id", "agent", "checkpoints", "last_at", "size_bytes"], empty="-")
+print(json.dumps({"pandas": "pandas" in sys.modules, "plotly_figures": "plotly.graph_objs._figure" in sys.modules,
+                  "runs": data.runs.num_rows, "status": data.status.to_pylist(),
+                  "damaged": [a.run_id for a in data.actions if a.run_id],
+                  "failure": " ".join(str(v) for v in data.failures.column("detail").to_pylist())}))
+"""
+
+
+def test_the_overview_is_drawn_without_pandas(tmp_path: Path) -> None:
+    """The Overview is the first page `lastgood ui` draws: its queries, figures, tables and
+    redaction need neither pandas (~0.3-0.5 s to import) nor plotly's figure classes (a fresh
+    interpreter, as the dashboard's process is before its first page)."""
+    from tests.fixtures_browser import SECRET, build_demo_store
+
+    demo = build_demo_store(tmp_path / "demo", tmp_path / "home")  # one corrupt checkpoint, a secret
+    index_path = str(tmp_path / "home" / "index.duckdb")
+    store_id = queries.indexed_stores(Catalog(index_path, keep_open=False))[demo.url]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LASTGOOD_")}
+    done = subprocess.run([sys.executable, "-c", NO_PANDAS_CHILD, index_path, demo.url, str(store_id)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["pandas"] is False and report["plotly_figures"] is False
+    assert report["runs"] == 3
+    assert {row["status"]: row["checkpoints"] for row in report["status"]} == {"ok": 17, "corrupt": 1}
+    assert report["damaged"] == ["run-gamma", "run-beta"]  # the corrupt run, the run with an error event
+    assert "[redacted]" in report["failure"] and SECRET not in done.stdout
+
+
+def test_overview_growth_stacks_every_agent_at_every_bucket(tmp_path: Path) -> None:
+    from lastgood import overview
+
+    url = normalize_url(str(tmp_path / "store"))
+    write_store(url, runs=3, steps=12)  # agent-0 writes in minutes 0-11 and 20-31, agent-1 in 10-21
+    catalog = Catalog(str(tmp_path / "index.duckdb"))
+    store_id = index_store(catalog, url, check="structure").store.store_id
+    series: dict[str, list[tuple[float, int]]] = {}
+    for row in overview.growth(catalog, store_id, buckets=31).to_pylist():
+        series.setdefault(row["agent"], []).append((row["at_ms"], row["total_bytes"]))
+    assert set(series) == {"agent-0", "agent-1"}
+    assert [t for t, _ in series["agent-0"]] == [t for t, _ in series["agent-1"]]  # the same buckets
+    stored = {row["agent"]: row["size_bytes"] for row in overview.agents(catalog, store_id).to_pylist()}
+    for agent, points in series.items():
+        totals = [total for _, total in points]
+        assert totals == sorted(totals) and totals[-1] == stored[agent]  # cumulative, ends at its size
+    assert series["agent-1"][0][1] == 0  # before agent-1's first checkpoint: zero, not a gap
+    assert series["agent-1"][-1][1] == series["agent-1"][-5][1]  # after its last: carried forward

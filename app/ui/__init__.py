@@ -347,7 +347,8 @@ DAMAGED_RUNS_SHOWN = 3
 def suggested_actions(ref: StoreRef, data: OverviewData, damaged: tuple[list[dict[str, Any]], int],
                       depths: dict[str, int]) -> list[Action]:
     actions = _damage_actions(*damaged)
-    failures = data.failures.to_pylist()  # at most FAILURES_SHOWN rows
+    # at most FAILURES_SHOWN rows; no times (pyarrow imports pandas to turn a zoned time into Python)
+    failures = data.failures.select(["run_id", "what", "detail"]).to_pylist()
     errors = [f for f in failures if f["what"] not in DAMAGED]
     if errors:
         latest = errors[0]
@@ -450,14 +451,14 @@ def _redact_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _redact_table(table: pa.Table) -> pa.Table:
-    """Every text column of ``table`` through redact_text. A column is rebuilt only when a value
-    changed (``pa.array`` of Python values imports pandas, which the Overview otherwise never needs)."""
+    """Every text column of ``table`` through redact_text (a column is rebuilt only when a value
+    changed; without pandas, see overview.text_array)."""
     for i, column in enumerate(table.schema):
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             values = table.column(i).to_pylist()
             redacted = [redact_text(v) if v is not None else None for v in values]
             if redacted != values:
-                table = table.set_column(i, column, pa.array(redacted, column.type))
+                table = table.set_column(i, column.with_type(pa.string()), overview.text_array(redacted))
     return table
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import pandas as pd
 import streamlit as st
 
 from lastgood import background, ui
@@ -21,6 +20,9 @@ from lastgood.pages import page_path
 from lastgood.queries import checkpoint_handle
 from lastgood.redact import redact_text
 from lastgood.verify import store_findings
+
+if TYPE_CHECKING:  # imported where used: the sidebar's check runs after every page, the Overview's too
+    import pandas as pd
 
 RECOVERY_PAGE = page_path("recovery")
 TIMELINE_URL = "timeline"
@@ -51,6 +53,8 @@ def integrity_data(ref: ui.StoreRef) -> IntegrityData:
 
 @st.cache_data(ttl=ui.CACHE_TTL, max_entries=16, show_spinner=False)
 def _integrity_data(index_path: str, store_id: int) -> IntegrityData:
+    import pandas as pd
+
     catalog = ui._catalog(index_path)
     runs = pd.DataFrame.from_records(run_health(catalog, store_id))
     findings = pd.DataFrame.from_records(store_findings(catalog, store_id))
@@ -85,6 +89,8 @@ def render_summary(data: IntegrityData) -> None:
 
 
 def counts_by_check(findings: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     if findings.empty:
         return pd.DataFrame(columns=["check", "severity", "findings"])
     return (findings.groupby(["check", "severity"]).size().rename("findings").reset_index()
@@ -218,6 +224,8 @@ def render_findings(ref: ui.StoreRef, findings: pd.DataFrame) -> None:
 
 def _filtered(findings: pd.DataFrame) -> pd.DataFrame:
     filters = {"severity": "Severity", "check": "Check", "agent": "Agent", "run_id": "Run", "depth": "Depth"}
+    import pandas as pd
+
     cols = st.columns(len(filters))
     mask = pd.Series(True, index=findings.index)
     for col, (column, label) in zip(cols, filters.items()):
