@@ -36,9 +36,11 @@ MEMORY_LIMIT = "256MB"  # DuckDB spills beyond this: the check stays well inside
 ENTRY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "step", "kind", "status", "status_reason",
                  "size_bytes", "codec", "location")
 Key = tuple[str, str, str]
-# a location the catalog-level check clears without the reader: blobs/ then plain names (no
-# '.' or '..' segment, no backslash, no empty segment)
-PLAIN_LOCATION = r"blobs(/[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*)+"
+# a location the catalog-level check clears without the reader (it cannot leave the store):
+# under blobs/, no segment starting with '.' (so no '.' or '..'), no empty segment, no
+# backslash, no ':' (no URL); anything else goes through the reader's own path check
+PLAIN_LOCATION_SQL = """starts_with(location, 'blobs/') AND NOT contains(location, '/.')
+    AND NOT contains(location, '//') AND NOT contains(location, chr(92)) AND NOT contains(location, ':')"""
 
 
 @dataclass
@@ -246,9 +248,9 @@ class CatalogEntries:
         is not a plain relative path under ``blobs/`` (the reader judges those one by one)."""
         sql = f"""SELECT {', '.join(ENTRY_COLUMNS)} FROM entries
                   WHERE NOT coalesce(status <> 'incomplete' AND codec IN (SELECT unnest($codecs))
-                        AND regexp_full_match(location, $plain), false)
+                        AND {PLAIN_LOCATION_SQL}, false)
                   ORDER BY run_id, namespace, step, checkpoint_id"""
-        rows = self.con.execute(sql, {"codecs": list(nf.CODECS), "plain": PLAIN_LOCATION}).fetchall()
+        rows = self.con.execute(sql, {"codecs": list(nf.CODECS)}).fetchall()
         return [_record(row) for row in rows]
 
 

@@ -394,6 +394,11 @@ def test_catalog_level_check_finds_what_the_catalog_shows_without_walking(tmp_pa
     assert count == len(records)
     assert sorted((str(f.check), f.checkpoint_id, f.message) for f in found) == expected
     assert reader.listed_catalog_structure("not the listing") is None
+    entries, _ = reader._entries(scan.token)
+    try:  # only entries the SQL cannot clear reach the per-checkpoint code
+        assert {r.checkpoint_id for r in entries.catalog_unclean()} == CATALOG_LEVEL | {"dotted", "nowhere"}
+    finally:
+        entries.close()
 
 
 def _ls(store: str, home: Path, env: dict[str, str]) -> list[dict]:
@@ -469,3 +474,19 @@ def test_a_reopen_that_lists_nothing_new_imports_no_pyarrow(tmp_path: Path) -> N
                           env=dict(os.environ, LASTGOOD_HOME=str(home)))
     assert done.returncode == 0, done.stderr
     assert "indexed" in done.stdout and done.stdout.splitlines()[-1] == "False False"
+
+
+def test_a_store_of_one_compacted_part_is_checked_in_place_with_the_same_findings(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    write_store(url, runs=2, steps=6)
+    NativeWriter(url).compact()
+    reader = NativeReader(url)
+    scan, records = scan_records(reader)
+    assert not list((tmp_path / "s" / nf.TAIL).glob("*.jsonl"))  # one part, nothing else: the view path
+    (tmp_path / "s" / records[0].location).unlink()
+    (tmp_path / "s" / records[1].location).write_bytes(b"{}")
+    expected = _one_by_one(NativeReader(url), records)
+    assert {c for c, _, _ in expected} >= {"blob-missing", "size-mismatch"}
+    count, found = reader.listed_structure(scan.token)
+    assert count == len(records) and sorted((str(f.check), f.checkpoint_id, f.message) for f in found) == expected
+    assert reader.listed_catalog_structure(scan.token) == (len(records), [])
