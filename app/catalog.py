@@ -8,6 +8,7 @@ Read queries for the CLI and pages live in ``app.queries``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -144,11 +145,11 @@ class Catalog:
         try:
             yield con
         finally:
-            con.close()
+            _close(con)
 
     def close(self) -> None:
         if self._con is not None:
-            self._con.close()
+            _close(self._con)
             self._con = None
 
     # ---- stores -----------------------------------------------------------------
@@ -318,15 +319,29 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     return current
 
 
+# DuckDB shares one database instance between the connections of a process; a connect that
+# meets another thread's close half-way (its instance torn down, the file still registered)
+# fails with "Unique file handle conflict". Opens and closes of the index take turns.
+_OPEN_CLOSE = threading.Lock()
+HANDLE_CONFLICT = "unique file handle conflict"
+
+
 def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + LOCK_RETRY_SECONDS
     while True:
         try:
-            return _plain_utc(duckdb.connect(path))
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+            with _OPEN_CLOSE:
+                return _plain_utc(duckdb.connect(path))
+        except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
+            message = str(exc).lower()
+            if ("lock" not in message and HANDLE_CONFLICT not in message) or time.monotonic() > deadline:
                 raise LastgoodError(f"the index {path} is busy or unreadable: {exc}") from None
             time.sleep(0.1)
+
+
+def _close(con: duckdb.DuckDBPyConnection) -> None:
+    with _OPEN_CLOSE:
+        con.close()
 
 
 # another name for UTC as the session's time zone: DuckDB hands each timestamp to pytz, whose

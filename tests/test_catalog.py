@@ -135,3 +135,32 @@ def test_compacted_store_under_a_path_with_quotes(tmp_path: Path) -> None:
     summary = index_store(catalog, url)
     assert summary.refresh.checkpoints == 6
     assert count(catalog, "SELECT count(*) FROM checkpoints WHERE status = 'ok'") == 6
+
+
+def test_threads_opening_and_closing_the_index_never_conflict(tmp_path: Path) -> None:
+    """`lastgood ui` opens the index from its start-up thread (one connection per operation)
+    while page runs hold it open: a connect that met another thread's close half-way failed with
+    DuckDB's "Unique file handle conflict" (the dashboard then showed a traceback, not the page).
+    Without the fix this test saw it ~7 times in its 600 opens."""
+    import threading
+
+    path = tmp_path / "index.duckdb"
+    Catalog(path, keep_open=False)
+    errors: list[BaseException] = []
+
+    def opens(keep_open: bool) -> None:
+        for _ in range(150):
+            try:
+                catalog = Catalog(path, keep_open=keep_open)
+                with catalog.connect() as con:
+                    con.execute("SELECT count(*) FROM checkpoints").fetchall()
+                catalog.close()
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=opens, args=(n % 2 == 0,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []

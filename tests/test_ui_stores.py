@@ -146,7 +146,8 @@ def _checkpoints_shown(page, wait_ms: int = 90_000) -> str:
         if "Checkpoints" in labels and len(labels) == len(values):
             return values[labels.index("Checkpoints")]
         page.wait_for_timeout(250)
-    raise AssertionError(f"the Overview showed no Checkpoints metric (labels: {labels})")
+    raise AssertionError(f"the Overview showed no Checkpoints metric (labels: {labels}); "
+                         f"the page: {page.inner_text('body')[:2000]}")
 
 
 def _choose_store(page, label_part: str) -> None:
@@ -193,7 +194,10 @@ def test_ui_opens_all_kinds_at_once(stores: Stores, serve, page) -> None:
     for kind in KINDS:
         _choose_store(page, _label(stores.urls[kind]))
         page.wait_for_timeout(300)
-        page.get_by_text(f"{stores.counts[kind]:,}", exact=True).first.wait_for()
+        try:
+            page.get_by_text(f"{stores.counts[kind]:,}", exact=True).first.wait_for()
+        except Exception:  # noqa: BLE001 - say what the page showed instead
+            raise AssertionError(f"{kind}: no count on the page: {page.inner_text('body')[:2000]}") from None
         assert _checkpoints_shown(page) == f"{stores.counts[kind]:,}", kind
     _assert_no_password_anywhere(server, page)
 
