@@ -331,3 +331,34 @@ def test_overview_growth_stacks_every_agent_at_every_bucket(tmp_path: Path) -> N
         assert totals == sorted(totals) and totals[-1] == stored[agent]  # cumulative, ends at its size
     assert series["agent-1"][0][1] == 0  # before agent-1's first checkpoint: zero, not a gap
     assert series["agent-1"][-1][1] == series["agent-1"][-5][1]  # after its last: carried forward
+
+
+THEME_CHILD = """
+import json, sys
+if sys.argv[1] == "deferred":
+    from lastgood import lazy_plotly_theme
+    assert lazy_plotly_theme.install()
+import streamlit
+loaded = sorted(m for m in ("plotly", "plotly.graph_objects", "narwhals") if m in sys.modules)
+import plotly.graph_objects as go
+import plotly.io as pio
+figure = go.Figure(go.Bar(x=["ok"], y=[1]))
+print(json.dumps({"loaded_with_streamlit": loaded, "default": pio.templates.default,
+                  "template": figure.layout.template.to_plotly_json()}, sort_keys=True, default=str))
+"""
+
+
+def test_streamlits_plotly_theme_waits_for_the_first_plotly_import() -> None:
+    """Streamlit's import no longer imports Plotly (~0.25 s): its theme is registered when
+    plotly.graph_objects is first imported, and a figure made then has the same template."""
+    def child(mode: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", THEME_CHILD, mode], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    deferred, plain = child("deferred"), child("plain")
+    assert deferred["loaded_with_streamlit"] == []
+    assert "plotly.graph_objects" in plain["loaded_with_streamlit"]  # what the deferral saves
+    assert deferred["default"] == plain["default"] == "streamlit"
+    assert deferred["template"] == plain["template"] and deferred["template"]["layout"]

@@ -20,9 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import streamlit as st
 
-from lastgood import overview, queries, serve
+from lastgood import lazy_plotly_theme
+
+lazy_plotly_theme.install()  # before Streamlit's import: its Plotly theme waits for the first Plotly page
+
+import streamlit as st  # noqa: E402
+
+from lastgood import overview, queries, serve  # noqa: E402
 from lastgood.catalog import Catalog
 from lastgood.config import load_settings
 from lastgood.credentials import split_url
