@@ -167,18 +167,18 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     # structure only, beside the server's start-up: data checks run in the dashboard's background
     # a read-only dashboard shows a known store as indexed and refreshes it after the first page;
     # with writes enabled the first page waits for the refresh (no action starts from a stale view)
-    waits = () if args.allow_write else known  # refreshed only after the first page
-    at_once = len(waits) < len(urls)
-    if at_once:  # a refresh beside Streamlit's import: pandas first (serve.import_pandas_first)
-        serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader, known=waits)
-        serve.import_pandas_first()
+    serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader,
+                                known=() if args.allow_write else known)
     output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
+    from lastgood import lazy_plotly_theme
+
+    # Streamlit's import no longer imports plotly (whose narwhals peeks at a pandas the refresh
+    # thread may be importing): no pandas before the first page, which needs none
+    if not lazy_plotly_theme.install():
+        serve.import_pandas_first()
     serve.quiet_cache_warning()
     from lastgood.ui import server
 
-    if not at_once:  # a reopen: started after Streamlit's import, so nothing races it and the
-        # first page (the Overview needs no pandas) is drawn without importing pandas at all
-        serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader, known=waits)
     server.run(args.host, args.port)  # returns when SIGTERM/SIGINT stopped the server
     serve.shutdown()  # ends the process at once: daemon threads (a background check) stop with it
     return 0  # pragma: no cover - shutdown does not return

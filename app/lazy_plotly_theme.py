@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,11 +32,19 @@ _lock = threading.Lock()
 def install() -> bool:
     """Defer the theme (in this process); False when it is too late (Streamlit or Plotly's
     figures already imported) and nothing was changed."""
-    if any(name in sys.modules for name in ("streamlit", THEME_MODULE, TRIGGER)):
+    if any(name in sys.modules for name in ("streamlit", THEME_MODULE, TRIGGER)) or not _theme_module_exists():
         return False
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     return True
+
+
+def _theme_module_exists() -> bool:
+    """Whether this Streamlit still registers its theme where this module expects (looked up
+    without importing Streamlit)."""
+    spec = importlib.util.find_spec("streamlit")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    return any(Path(root, *THEME_MODULE.split(".")[1:]).with_suffix(".py").is_file() for root in roots)
 
 
 def configure_now() -> None:
