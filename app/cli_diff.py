@@ -97,16 +97,17 @@ def _diff_as_indexed(catalog: Any, args: argparse.Namespace) -> Any:
     list every checkpoint of the store to learn nothing it needs. None when a ref is a prefix
     or not indexed (yet), or anything fails: the refreshed path then answers, errors included."""
     from lastgood.errors import LastgoodError
-    from lastgood.investigate import diff_checkpoints, resolve_ref
+    from lastgood.investigate import diff_records, resolve_ref
     from lastgood.stores import open_store
 
     try:
         store = open_store(catalog, args.store, args.reader)
-        store_b = open_store(catalog, args.store_b) if args.store_b else None
-        for opened, ref in ((store, args.a), (store_b or store, args.b)):
-            if resolve_ref(catalog, opened.store_id, ref).checkpoint_id not in ref:
-                return None
-        return diff_checkpoints(catalog, store, args.a, args.b, store_b)
+        store_b = open_store(catalog, args.store_b) if args.store_b else store
+        record_a, record_b = (resolve_ref(catalog, opened.store_id, ref)
+                              for opened, ref in ((store, args.a), (store_b, args.b)))
+        if record_a.checkpoint_id not in args.a or record_b.checkpoint_id not in args.b:
+            return None
+        return diff_records(store, record_a, store_b, record_b)
     except LastgoodError:
         return None
 

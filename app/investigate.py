@@ -95,6 +95,12 @@ def diff_checkpoints(catalog: Catalog, store_a: OpenStore, ref_a: str, ref_b: st
     store_b = store_b or store_a
     record_a = resolve_ref(catalog, store_a.store_id, ref_a)
     record_b = resolve_ref(catalog, store_b.store_id, ref_b)
+    return diff_records(store_a, record_a, store_b, record_b)
+
+
+def diff_records(store_a: OpenStore, record_a: CheckpointRecord, store_b: OpenStore,
+                 record_b: CheckpointRecord) -> tuple[DiffResult, dict[str, Any], dict[str, Any]]:
+    """:func:`diff_checkpoints` of two checkpoints already resolved."""
     with shared_decoding():  # messages both states hold decode once, as one object the diff skips
         state_a, state_b = load_state(store_a, record_a), load_state(store_b, record_b)
     result = diff_states(state_a, state_b)
