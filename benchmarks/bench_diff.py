@@ -287,8 +287,11 @@ changes column is Lastgood's summary, checked against what was written.
 DeepDiff reports every shifted list index after a removal in the middle, so its item count
 is not the number of changes that happened; Lastgood aligns messages by id.
 
-Where Lastgood's time goes (CPU seconds, in one process, pair "all"): the part that is the
-diff itself is small; decoding the two states through the reader dominates.
+Where Lastgood's time goes (CPU seconds, in one process, pair "all", following the command's
+path: the index already names A and B by the full ids given, so nothing is refreshed; B decodes
+sharing the messages A holds, so the diff meets them as one object). The diff itself is small;
+decoding through the reader (msgpack extensions, the depth/size bound walk of each state,
+message normalization) and the start-up imports (DuckDB ~0.1 s of them) dominate.
 
 {markdown_table(["stage", "CPU s"], stage_rows)}
 
