@@ -14,6 +14,7 @@ import pytest
 
 from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
 from lastgood.readers.langgraph_rows import columns_ok, key_arrays
+from lastgood.readers import langgraph_sqlite
 from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,3 +123,49 @@ def test_scan_of_tiny_db_is_ok_and_leaves_no_files(tmp_path: Path) -> None:
     assert table["parent_id"].null_count == 1 and table["step"].to_pylist() == [1] * 30
     assert [h.checkpoint_id for h in scan.heads] == [max(table["checkpoint_id"].to_pylist())]
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_heads_and_events_are_the_same_with_or_without_the_side_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Heads and special writes are queried beside the listing (a second connection in a
+    thread) when no writer is active, and on the scan's own connection when one is: the
+    scan reports the same either way."""
+    db = _tiny_db(tmp_path / "two.sqlite", rows=5)
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO checkpoints VALUES ('u', '', '1f000000-0000-6000-8000-000000000099', NULL, "
+                 "'msgpack', X'80', '{\"step\": 0}')")
+    conn.execute("""CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, task_path TEXT NOT NULL DEFAULT '',
+        idx INTEGER NOT NULL, channel TEXT NOT NULL, type TEXT, value BLOB,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx))""")
+    conn.execute("INSERT INTO writes VALUES ('t', '', '1f000000-0000-6000-8000-000000000002', 'task', '', -3, "
+                 "'__interrupt__', 'msgpack', X'A3616263')")  # msgpack "abc"
+    conn.execute("INSERT INTO writes VALUES ('t', '', '1f000000-0000-6000-8000-000000000002', 'task', '', 0, "
+                 "'messages', 'msgpack', X'80')")
+    conn.commit()
+    conn.close()
+
+    sides: list[object] = []
+    real_side = langgraph_sqlite.SideQueries
+
+    def side(*args: object) -> object:
+        sides.append(real_side(*args))
+        return sides[-1]
+
+    monkeypatch.setattr(langgraph_sqlite, "SideQueries", side)
+
+    def scanned() -> tuple[list[tuple[str, str, str]], list[dict[str, object]]]:
+        with LangGraphSqliteReader(str(db)) as reader:
+            scan = reader.scan()
+            heads = sorted((h.run_id, h.namespace, h.checkpoint_id) for h in scan.heads)
+            events = [row for table in scan.events for row in table.select(["run_id", "kind", "message"]).to_pylist()]
+        return heads, events
+
+    quiet = scanned()
+    assert len(sides) == 1 and sides[0].rows("heads") and sides[0].rows("events")  # answered beside the listing
+    assert quiet[0] == [("t", "", "1f000000-0000-6000-8000-000000000004"),
+                        ("u", "", "1f000000-0000-6000-8000-000000000099")]
+    assert quiet[1] == [{"run_id": "t", "kind": "interrupt", "message": "abc"}]
+    Path(f"{db}-journal").write_bytes(b"")  # an (empty, not hot) journal: a writer may be active
+    assert scanned() == quiet
+    assert len(sides) == 1  # with a writer possibly active, the scan's own connection answered
