@@ -82,12 +82,12 @@ def cmd_diff(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
         if found is None:
             store = _refreshed(catalog, args.store, args.reader, fmt)
             found = diff_checkpoints(catalog, store, args.a, args.b, _store_b(catalog, args, fmt))
-    result, label_a, label_b = found
-    if fmt == "json":
-        _write_json(result.to_dict(label_a, label_b))
-    else:
-        text = f"A {_describe(label_a)}\nB {_describe(label_b)}\n" + render_text(result, limit=args.limit)
-        _write_text(text)
+        result, label_a, label_b = found
+        if fmt == "json":
+            _write_json(result.to_dict(label_a, label_b))
+        else:
+            text = f"A {_describe(label_a)}\nB {_describe(label_b)}\n" + render_text(result, limit=args.limit)
+            _write_text(text)
     return 0
 
 
@@ -114,8 +114,9 @@ def _diff_as_indexed(catalog: Any, args: argparse.Namespace) -> Any:
 
 @contextmanager
 def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused while two states decode and diff: their ~30,000 fresh
-    containers (no cycles among them) made it rescan the growing heap, a third of the decode."""
+    """The cyclic garbage collector paused while two states decode, diff and print: their ~300,000
+    fresh objects (no cycles among them) made it rescan the growing heap, a third of the decode,
+    and once more (~0.05 s) while 4,000 changes became JSON."""
     import gc
 
     was_enabled = gc.isenabled()

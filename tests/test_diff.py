@@ -432,7 +432,7 @@ def test_lastgood_diff_refreshes_the_index_only_when_it_cannot_name_both_checkpo
     import duckdb
 
     from lastgood.readers.native_writer import NativeWriter
-    from tests.helpers import lastgood_cli
+    from tests.helpers import lastgood_cli, tree_digest
 
     url, home = str(tmp_path / "store"), tmp_path / "home"
     writer = NativeWriter(url, codec="json")
@@ -449,8 +449,9 @@ def test_lastgood_diff_refreshes_the_index_only_when_it_cannot_name_both_checkpo
             return con.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
 
     third = writer.save("run", {"n": 5, "note": "x", "new": True}).checkpoint_id
+    before = tree_digest(home)
     assert diff(first, f"run/{second}") == {"added": 0, "removed": 0, "changed": 1, "moved": 0}
-    assert indexed() == 2
+    assert indexed() == 2 and tree_digest(home) == before  # nothing written to the index either
     assert diff(second, third) == {"added": 1, "removed": 0, "changed": 1, "moved": 0}
     assert indexed() == 3
     writer.save("run", {"n": 6})
