@@ -107,6 +107,21 @@ def stop_group(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def wait_for_listener(proc: subprocess.Popen, port: int, deadline: float, log: Path) -> None:
+    """Until the server accepts connections on ``port`` (a TCP connect every 20 ms: cheap, where
+    a failed ``page.goto`` makes Chromium draw an error page, CPU the starting server needs)."""
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"lastgood ui exited with {proc.returncode}; see {log}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return
+        except OSError:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"no server on port {port} after the timeout") from None
+            time.sleep(0.02)
+
+
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (its threads included)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -126,16 +141,8 @@ def open_overview(browser: Any, store: str, home: Path, log: Path, timeout: floa
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = started + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"lastgood ui exited with {proc.returncode}; see {log}")
-            try:
-                page.goto(url, timeout=max(1.0, deadline - time.perf_counter()) * 1000)
-                break
-            except Exception:  # noqa: BLE001 - connection refused until the server listens
-                if time.perf_counter() > deadline:
-                    raise TimeoutError(f"no server on {url} after {timeout} s") from None
-                time.sleep(0.05)
+        wait_for_listener(proc, port, deadline, log)
+        page.goto(url, timeout=max(1.0, deadline - time.perf_counter()) * 1000)
         served = time.perf_counter() - started
         remaining = lambda: max(1.0, deadline - time.perf_counter()) * 1000
         page.get_by_test_id("stMetricValue").first.wait_for(timeout=remaining())
@@ -373,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if idle:
         notes.append(f"The machine is shared: idle CPU share just before each measurement was "
-                     f"{idle[0]:.0%}–{idle[-1]:.0%}; wall times on a busy machine run long.")
+                     f"{min(idle):.0%}–{max(idle):.0%}; wall times on a busy machine run long.")
     headers = ["what", "Lastgood", "anchor", "target", "met?"]
     title = f"`lastgood ui` on a never-seen {info['checkpoints']:,}-checkpoint LangGraph {kind} DB (Chromium)"
     ok = cold.median <= cold_target and reopen.median <= REOPEN_TARGET
