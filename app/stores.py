@@ -22,10 +22,9 @@ CHECK_DEPTHS = ("auto", "data", "structure", "none")
 # the rest); LASTGOOD_AUTO_DATA_BYTES overrides it (0: never decode automatically)
 AUTO_DATA_BYTES = 16 * 2**20
 # every refresh runs the catalog-level structure checks (lineage, codecs, saves, heads); the walk of
-# the blob files (presence and size of each) runs automatically only for stores of at most this
-# many checkpoints (beyond: pending until `lastgood verify STORE` or a data check);
-# LASTGOOD_AUTO_WALK_ENTRIES overrides it
-AUTO_WALK_ENTRIES = 100_000
+# the blob files (presence and size of each) runs automatically only for stores of at most
+# lastgood.readers.native_structure.AUTO_WALK_ENTRIES checkpoints (LASTGOOD_AUTO_WALK_ENTRIES;
+# beyond: pending until `lastgood verify STORE` or a data check)
 Progress = Callable[[int, int | None], None]
 
 
@@ -140,12 +139,10 @@ def blobs_pending(catalog: Catalog, store_id: int) -> int:
 
 def auto_walk_entries() -> int:
     """Stores of at most this many checkpoints get their blob files walked on every refresh
-    (``LASTGOOD_AUTO_WALK_ENTRIES`` overrides it)."""
-    raw = os.environ.get("LASTGOOD_AUTO_WALK_ENTRIES", "").strip()
-    try:
-        return max(0, int(raw)) if raw else AUTO_WALK_ENTRIES
-    except ValueError:
-        raise UsageError(f"LASTGOOD_AUTO_WALK_ENTRIES must be a number of checkpoints, not {raw!r}") from None
+    (``LASTGOOD_AUTO_WALK_ENTRIES`` overrides it; the rule lives beside the walk)."""
+    from lastgood.readers.native_structure import auto_walk_entries as limit
+
+    return limit()
 
 
 def auto_data_bytes() -> int:

@@ -578,10 +578,8 @@ def _cid(ref: Mapping[str, Any]) -> str:
 
 
 def _walk_ahead_worth(rows: int) -> bool:
-    """A listing this big whose blob files the index walks (lastgood.stores.auto_walk_entries)."""
-    from lastgood.stores import auto_walk_entries  # the index's rule; imported when a store is read
-
-    return native_structure.WALK_AHEAD_ROWS <= rows <= auto_walk_entries()
+    """A listing this big whose blob files the index walks (native_structure.auto_walk_entries)."""
+    return native_structure.WALK_AHEAD_ROWS <= rows <= native_structure.auto_walk_entries()
 
 
 def _ids(batch: pa.Table | ParquetSource) -> list[str]:

@@ -23,12 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lastgood.errors import UsageError
 from lastgood.readers import native_format as nf
 from lastgood.readers.base import CheckpointRecord, ParquetSource
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# a refresh walks the blob files of stores of at most this many checkpoints; beyond, the catalog-level
+# checks only (blob checks pending until `lastgood verify STORE`); LASTGOOD_AUTO_WALK_ENTRIES overrides it
+AUTO_WALK_ENTRIES = 100_000
 WALK_AHEAD_ROWS = 50_000  # a listing this big starts the blob walk right away (WalkAhead)
 WALK_AHEAD_SECONDS = 120.0  # a walk older than this is not used
 WALK_DEPTH = 32  # folder levels under blobs/ walked; deeper blobs are checked one by one
@@ -58,6 +62,15 @@ class Blobs:
             self.folders.append(folder)
             self.names.append("/".join(names))
             self.sizes.append("/".join(map(str, sizes)))
+
+
+def auto_walk_entries() -> int:
+    """:data:`AUTO_WALK_ENTRIES`, or ``LASTGOOD_AUTO_WALK_ENTRIES`` (0: never walk on a refresh)."""
+    raw = os.environ.get("LASTGOOD_AUTO_WALK_ENTRIES", "").strip()
+    try:
+        return max(0, int(raw)) if raw else AUTO_WALK_ENTRIES
+    except ValueError:
+        raise UsageError(f"LASTGOOD_AUTO_WALK_ENTRIES must be a number of checkpoints, not {raw!r}") from None
 
 
 def walk_local(root: str) -> Blobs:
