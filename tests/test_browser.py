@@ -66,6 +66,7 @@ def test_overview_then_timeline_in_chromium(page, streamlit_server: str, browser
     page.get_by_role("option", name=f"step {chosen.step} ").first.click()
     page.get_by_text(f"Checkpoint {chosen.checkpoint_id}").wait_for()
     page.get_by_text("Conversation").wait_for()
+    page.get_by_text("run-gamma: please do task 3").first.wait_for()  # drawn, not read half-way
     body = page.inner_text("body")
     assert "run-gamma: please do task 3" in body and SECRET not in body
     page.screenshot(path=str(shots / "screenshot-timeline.png"))
