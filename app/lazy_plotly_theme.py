@@ -95,3 +95,27 @@ class _Loader(importlib.abc.Loader):
 
 def _later() -> None:
     """Stands in for Streamlit's registration during Streamlit's import."""
+
+
+WARM_UP_DELAY = 2.0  # seconds after the first page was drawn
+_warm_up: threading.Timer | None = None
+
+
+def warm_up(delay: float = WARM_UP_DELAY) -> threading.Thread:
+    """Import what the Plotly pages (Timeline, Diff) need — pandas, then plotly.graph_objects with
+    Streamlit's theme — in a background thread ``delay`` seconds from now, once per process: the
+    Overview needs neither, and the first visit of those pages would otherwise pay for them
+    (~0.5-0.8 s). pandas goes first: plotly's narwhals looks pandas up in ``sys.modules``."""
+    global _warm_up
+    with _lock:
+        if _warm_up is None:
+            _warm_up = threading.Timer(delay, _import_plotly_pages)
+            _warm_up.daemon = True
+            _warm_up.name = "lastgood-warm-up"
+            _warm_up.start()
+        return _warm_up
+
+
+def _import_plotly_pages() -> None:
+    import pandas  # noqa: F401
+    import plotly.graph_objects  # noqa: F401

@@ -45,3 +45,5 @@ st.subheader(f"Runs ({o.runs:,}), most recent first")
 ui.show_table(data.runs, ["run_id", "agent", "checkpoints", "last_step", "first_at", "last_at",
                           "size_bytes", "ok", "corrupt", "incomplete", "quarantined", "superseded",
                           "head"], empty="No runs yet.", key="runs-table")
+
+ui.warm_up_plotly_pages()  # Timeline/Diff's imports, in the background a little after this page

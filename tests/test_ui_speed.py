@@ -362,3 +362,25 @@ def test_streamlits_plotly_theme_waits_for_the_first_plotly_import() -> None:
     assert "plotly.graph_objects" in plain["loaded_with_streamlit"]  # what the deferral saves
     assert deferred["default"] == plain["default"] == "streamlit"
     assert deferred["template"] == plain["template"] and deferred["template"]["layout"]
+
+
+WARM_UP_CHILD = """
+import json, sys
+from lastgood import ui
+before = "plotly.graph_objects" in sys.modules or "pandas" in sys.modules
+thread = ui.warm_up_plotly_pages(0.0)
+assert ui.warm_up_plotly_pages(0.0) is thread  # once per process
+thread.join(60)
+import plotly.io as pio
+print(json.dumps({"before": before, "after": ["pandas" in sys.modules, "plotly.graph_objects" in sys.modules],
+                  "default": pio.templates.default}))
+"""
+
+
+def test_the_plotly_pages_imports_are_warmed_up_in_the_background() -> None:
+    """The Overview leaves pandas and plotly out, then warms them up in a background thread so the
+    first Timeline or Diff does not pay for them; Streamlit's theme is registered on the way."""
+    done = subprocess.run([sys.executable, "-c", WARM_UP_CHILD], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"before": False, "after": [True, True], "default": "streamlit"}

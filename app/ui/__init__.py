@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lastgood import lazy_plotly_theme
+from lastgood.lazy_plotly_theme import warm_up as warm_up_plotly_pages  # noqa: F401 - for pages
 
 lazy_plotly_theme.install()  # before Streamlit's import: its Plotly theme waits for the first Plotly page
 
