@@ -3,13 +3,14 @@
 import streamlit as st
 
 from lastgood import ui
+from lastgood.ui import overview
 
 st.title("Overview")
 ref = ui.store_picker()
 if ref is None:
     st.stop()
 st.caption(f"Store {ui.code(ref.display)}")
-data = ui.overview_data(ref)
+data = overview.overview_data(ref)
 o = data.overview
 
 if o.checkpoints == 0:
@@ -17,10 +18,10 @@ if o.checkpoints == 0:
             "(or their framework's checkpointer); use **Re-index** in the sidebar to pick them up.")
     st.stop()
 
-ui.render_kpis(o)
+overview.render_kpis(o)
 
 st.subheader("Suggested actions")
-ui.render_actions(data.actions)
+overview.render_actions(data.actions)
 
 left, right = st.columns(2)
 with left:

@@ -278,10 +278,11 @@ NO_PANDAS_CHILD = """
 import json, sys
 import streamlit as st
 from lastgood import ui
+from lastgood.ui import overview
 ref = ui.StoreRef(sys.argv[1], sys.argv[2], int(sys.argv[3]))
-data = ui.overview_data(ref)
-ui.render_kpis(data.overview)
-ui.render_actions(data.actions)
+data = overview.overview_data(ref)
+overview.render_kpis(data.overview)
+overview.render_actions(data.actions)
 st.vega_lite_chart(ui.status_chart(data.status))
 st.vega_lite_chart(ui.growth_chart(data.growth))
 ui.show_table(data.runs, ["run_id", "agent", "checkpoints", "last_at", "size_bytes"], empty="-")

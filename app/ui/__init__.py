@@ -1,6 +1,6 @@
 """Streamlit glue: the UI layer, the one package that imports both streamlit and the core.
 
-This module holds what every page shares; ``lastgood.ui.diff``, ``.integrity`` and
+This module holds what every page shares; ``lastgood.ui.diff``, ``.integrity``, ``.overview`` and
 ``.recovery`` hold one page's helpers each. Pages call into this package for everything that touches the index or a
 store: the cached catalog, cached query results, the store picker shared by
 every page, and renderers (tables, plotly figures, the checkpoint and state
@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -28,7 +28,7 @@ lazy_plotly_theme.install()  # before Streamlit's import: its Plotly theme waits
 
 import streamlit as st  # noqa: E402
 
-from lastgood import overview, queries, serve  # noqa: E402
+from lastgood import overview as overview_tables, queries, serve  # noqa: E402
 from lastgood.catalog import Catalog
 from lastgood.config import load_settings
 from lastgood.credentials import split_url
@@ -102,28 +102,6 @@ class StoreRef:
         return display_url(self.url)
 
 
-@dataclass
-class Action:
-    """A suggested next step on the Overview page."""
-
-    message: str
-    level: str = "warning"  # warning | info
-    run_id: str | None = None
-
-
-@dataclass
-class OverviewData:
-    """What the Overview shows: numbers, and Arrow tables straight from the index (no pandas)."""
-
-    overview: queries.Overview
-    status: pa.Table
-    agents: pa.Table
-    runs: pa.Table
-    growth: pa.Table
-    failures: pa.Table
-    actions: list[Action] = field(default_factory=list)
-
-
 # ---- cached resources and queries --------------------------------------------------
 
 
@@ -145,9 +123,10 @@ QUERIES: dict[str, Callable[..., Any]] = {
                                                                  max_points=most),
     "events": lambda c, sid, run, agent: queries.events(c, sid, run_id=run, agent=agent),
     "verification": queries.verification_depths,
-    "overview_status": overview.status_counts, "overview_runs": overview.runs, "overview_agents": overview.agents,
-    "overview_growth": overview.growth, "overview_failures": overview.failures,
-    "damaged_runs": overview.damaged_runs,
+    "overview_status": overview_tables.status_counts, "overview_runs": overview_tables.runs,
+    "overview_agents": overview_tables.agents,
+    "overview_growth": overview_tables.growth, "overview_failures": overview_tables.failures,
+    "damaged_runs": overview_tables.damaged_runs,
 }
 
 
@@ -334,81 +313,6 @@ def _show_last_error() -> None:
         st.error(md_escape(message), icon=":material/error:")
 
 
-# ---- overview -------------------------------------------------------------------------
-
-
-def overview_data(ref: StoreRef) -> OverviewData:
-    with guarded():
-        data = OverviewData(query(ref, "overview"), query(ref, "overview_status"),
-                            query(ref, "overview_agents"), query(ref, "overview_runs"),
-                            query(ref, "overview_growth"), query(ref, "overview_failures"))
-        damaged = query(ref, "damaged_runs", DAMAGED_RUNS_SHOWN)
-        data.actions = suggested_actions(ref, data, damaged, query(ref, "verification"))
-    return data
-
-
-DAMAGED_RUNS_SHOWN = 3
-
-
-def suggested_actions(ref: StoreRef, data: OverviewData, damaged: tuple[list[dict[str, Any]], int],
-                      depths: dict[str, int]) -> list[Action]:
-    actions = _damage_actions(*damaged)
-    # at most FAILURES_SHOWN rows; no times (pyarrow imports pandas to turn a zoned time into Python)
-    failures = data.failures.select(["run_id", "what", "detail"]).to_pylist()
-    errors = [f for f in failures if f["what"] not in DAMAGED]
-    if errors:
-        latest = errors[0]
-        count = f"{len(errors)}+" if len(failures) >= FAILURES_SHOWN else str(len(errors))
-        actions.append(Action(f"{count} recent error event(s); latest in run {code(latest['run_id'])}: "
-                              f"{md_escape(str(latest['detail'])[:120])}", "warning", latest["run_id"]))
-    if data.overview.findings.get("warning"):
-        actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) (failed tasks, "
-                              "orphans…) — list them with `lastgood verify STORE`; a checkpoint's "
-                              "findings show in the Timeline", "info"))
-    actions.extend(_verify_actions(ref, depths))
-    return actions
-
-
-def _damage_actions(worst: list[dict[str, Any]], total: int) -> list[Action]:
-    """One action per run among the most damaged (``overview.damaged_runs``), then how many more."""
-    out = []
-    for row in worst:
-        counts = ((row["corrupt"], "corrupt"), (row["incomplete"], "incomplete"))
-        parts = [f"{int(n)} {word}" for n, word in counts if n]
-        out.append(Action(f"{' and '.join(parts)} checkpoint{'s' if row['damaged'] > 1 else ''} in run "
-                          f"{code(row['run_id'])}", "warning", row["run_id"]))
-    if total > len(worst):
-        out.append(Action(f"{total - len(worst)} more run(s) have damaged checkpoints: see the runs table"))
-    return out
-
-
-def _verify_actions(ref: StoreRef, depths: dict[str, int]) -> list[Action]:
-    total = sum(depths.values())
-    read = depths.get("data", 0)
-    command = code(f"lastgood verify {ref.display} --read-data")
-    if total and not read:
-        return [Action(f"This store was never verified with --read-data: run {command}", "info")]
-    if read < total:
-        return [Action(f"{total - read} checkpoint(s) only had the fast structural check: run {command}",
-                       "info")]
-    return []
-
-
-def render_actions(actions: list[Action]) -> None:
-    """Suggested actions, one line each; runs get a button that opens them in the Timeline."""
-    if not actions:
-        st.success("Nothing needs attention: every checkpoint is healthy and was verified with --read-data.")
-        return
-    with st.container(border=True):
-        for i, action in enumerate(actions):
-            text, button = st.columns([6, 1], vertical_alignment="center")
-            icon = ":orange[:material/warning:]" if action.level == "warning" else ":blue[:material/info:]"
-            text.markdown(f"{icon} {action.message}")
-            if action.run_id and button.button("Inspect run", key=f"action-{i}", type="tertiary",
-                                               icon=":material/timeline:"):
-                focus_run_in_timeline(action.run_id)
-
-
 def md_escape(text: str) -> str:
     """``text`` from a store shown literally in markdown (no links, images, LaTeX, HTML)."""
     text = _MD_ALWAYS.sub(r"\\\1", escape_controls(str(text)))
@@ -458,13 +362,13 @@ def _redact_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _redact_table(table: pa.Table) -> pa.Table:
     """Every text column of ``table`` through redact_text (a column is rebuilt only when a value
-    changed; without pandas, see overview.text_array)."""
+    changed; without pandas, see lastgood.overview.text_array)."""
     for i, column in enumerate(table.schema):
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             values = table.column(i).to_pylist()
             redacted = [redact_text(v) if v is not None else None for v in values]
             if redacted != values:
-                table = table.set_column(i, column.with_type(pa.string()), overview.text_array(redacted))
+                table = table.set_column(i, column.with_type(pa.string()), overview_tables.text_array(redacted))
     return table
 
 
@@ -514,22 +418,6 @@ def show_table(frame: pd.DataFrame | pa.Table, columns: list[str], *, empty: str
     st.dataframe(shown, hide_index=True, column_config=config, key=key, lazy=False)  # small: sent whole
     if len(frame) > limit:
         st.caption(f"Showing {limit:,} of {len(frame):,} rows.")
-
-
-def render_kpis(o: queries.Overview) -> None:
-    cells = st.columns([1.2, 1, 1, 1.3, 1, 1])
-    values = [("Checkpoints", o.checkpoints), ("Runs", o.runs), ("Agents", o.agents),
-              ("Storage", human_bytes(o.size_bytes)), ("Corrupt", o.by_status.get("corrupt", 0)),
-              ("Incomplete", o.by_status.get("incomplete", 0))]
-    for cell, (label, value) in zip(cells, values):
-        shown = compact(value) if isinstance(value, int) else value
-        exact = f"{o.size_bytes:,} bytes" if label == "Storage" else f"{value:,}"
-        cell.metric(label, shown, border=True, help=exact if exact != shown else None)
-    if o.first_at is not None:
-        st.caption(f"From {utc(o.first_at)} to {utc(o.last_at)} (UTC)")
-
-
-# ---- overview figures -----------------------------------------------------------------
 
 
 # ---- timeline -------------------------------------------------------------------------
