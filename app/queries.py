@@ -67,7 +67,7 @@ def indexed_stores(catalog: Catalog) -> dict[str, int]:
 
 
 def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
-    """Checkpoints per depth of their last check: 'data', 'structure' or 'never'."""
+    """Checkpoints per depth of their last check: 'data', 'structure', 'catalog' (blob files not walked) or 'never'."""
     return {str(depth): int(n) for depth, n in _pairs(catalog, """SELECT coalesce(verified, 'never'),
         count(*) FROM checkpoints WHERE store_id = ? GROUP BY ALL""", store_id)}
 

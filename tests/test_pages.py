@@ -261,3 +261,25 @@ def test_only_ui_and_entry_import_streamlit() -> None:
                  and "streamlit" in imported_modules(p)]
     assert offenders == []
     assert not (ROOT / "app" / "pages").exists()  # would switch Streamlit to legacy multipage mode
+
+
+def test_overview_says_when_blob_files_were_not_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store beyond LASTGOOD_AUTO_WALK_ENTRIES is indexed from its catalog only: the Overview says
+    its blob check is pending (with the command that runs it) until `lastgood verify` walked it."""
+    writer = NativeWriter(str(tmp_path / "big"))
+    for step in range(4):
+        writer.save("run-a", {"x": step}, agent="a", step=step)
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "big"))
+    monkeypatch.setenv("LASTGOOD_AUTO_WALK_ENTRIES", "2")
+    monkeypatch.setenv("LASTGOOD_AUTO_DATA_BYTES", "0")
+    at = run_app()
+    pending = [m.value for m in at.markdown if "Blob check pending for 4 checkpoint(s)" in m.value]
+    assert pending and "lastgood verify" in pending[0]
+    from tests.helpers import lastgood_cli
+
+    done = lastgood_cli("verify", str(tmp_path / "big"), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    ui.clear_query_caches()
+    at = run_app()
+    assert not any("Blob check pending" in m.value for m in at.markdown)

@@ -84,12 +84,22 @@ def _verify_actions(ref: ui.StoreRef, depths: dict[str, int]) -> list[Action]:
     total = sum(depths.values())
     read = depths.get("data", 0)
     command = ui.code(f"lastgood verify {ref.display} --read-data")
+    out = _blob_pending_actions(ref, depths.get("catalog", 0))
     if total and not read:
-        return [Action(f"This store was never verified with --read-data: run {command}", "info")]
+        return out + [Action(f"This store was never verified with --read-data: run {command}", "info")]
     if read < total:
-        return [Action(f"{total - read} checkpoint(s) only had the fast structural check: run {command}",
-                       "info")]
-    return []
+        return out + [Action(f"{total - read} checkpoint(s) only had the fast structural check: run {command}",
+                             "info")]
+    return out
+
+
+def _blob_pending_actions(ref: ui.StoreRef, pending: int) -> list[Action]:
+    """A store too big for the index to walk its blob files: say that their presence is not checked yet."""
+    if not pending:
+        return []
+    command = ui.code(f"lastgood verify {ref.display}")
+    return [Action(f"Blob check pending for {pending:,} checkpoint(s): the index read the catalog only "
+                   f"(blob files not looked at yet): run {command}", "info")]
 
 
 def render_actions(actions: list[Action]) -> None:
