@@ -102,11 +102,12 @@ def take_startup_refresh(index_path: str, url: str) -> StartupRefresh | None:
 
 
 def import_pandas_first() -> None:
-    """Import pandas in the calling (main) thread, after the start-up refresh began and before
-    Streamlit is imported. DuckDB imports pandas from C in the refresh thread, while Streamlit's
-    import peeks at ``sys.modules["pandas"]`` (plotly's optional import): without this, the main
-    thread can see a half-imported pandas and fail. The import system makes the refresh thread
-    wait for this import instead."""
+    """The fallback when :mod:`lastgood.lazy_plotly_theme` cannot defer Streamlit's Plotly theme
+    (a Streamlit without that module): import pandas in the calling (main) thread, after the
+    start-up refresh began and before Streamlit is imported. DuckDB imports pandas from C in the
+    refresh thread, while Streamlit's import peeks at ``sys.modules["pandas"]`` (plotly's optional
+    import): without this, the main thread can see a half-imported pandas and fail. The import
+    system makes the refresh thread wait for this import instead."""
     import pandas  # noqa: F401
 
 
