@@ -233,31 +233,6 @@ def runs(catalog: Catalog, store_id: int, agent: str | None = None) -> pd.DataFr
         WHERE r.store_id = ? {where} ORDER BY r.last_at DESC""", params)
 
 
-def storage_growth(catalog: Catalog, store_id: int, buckets: int = 200) -> pd.DataFrame:
-    """Bytes written per time bucket and per agent, with the running total."""
-    return _frame(catalog, """WITH span AS (SELECT min(epoch(created_at)) AS lo,
-            greatest(max(epoch(created_at)) - min(epoch(created_at)), 1) / $n AS width
-            FROM checkpoints WHERE store_id = $sid),
-        b AS (SELECT to_timestamp(lo + floor((epoch(created_at) - lo) / width) * width) AS bucket,
-              coalesce(agent, '(none)') AS agent, size_bytes
-              FROM checkpoints, span WHERE store_id = $sid AND created_at IS NOT NULL)
-        SELECT bucket, agent, sum(size_bytes) AS size_bytes,
-               sum(sum(size_bytes)) OVER (PARTITION BY agent ORDER BY bucket) AS total_bytes
-        FROM b GROUP BY bucket, agent ORDER BY bucket""", {"sid": store_id, "n": buckets})
-
-
-def recent_failures(catalog: Catalog, store_id: int, limit: int = 20) -> pd.DataFrame:
-    """Damaged checkpoints and error events, newest first."""
-    return _frame(catalog, """SELECT * FROM (
-        SELECT created_at, run_id, agent, checkpoint_id, status AS what, status_reason AS detail
-        FROM checkpoints WHERE store_id = $sid AND status IN ('corrupt', 'incomplete')
-        UNION ALL
-        SELECT e.created_at, e.run_id, r.agent, e.checkpoint_id, e.kind AS what, e.message
-        FROM events e LEFT JOIN runs r ON r.store_id = e.store_id AND r.run_id = e.run_id
-        WHERE e.store_id = $sid AND e.kind IN ('error', 'timeout', 'crash', 'failure'))
-        ORDER BY created_at DESC NULLS LAST LIMIT $limit""", {"sid": store_id, "limit": limit})
-
-
 def timeline(catalog: Catalog, store_id: int, run_id: str | None = None, agent: str | None = None,
              max_points: int = DEFAULT_MAX_POINTS) -> tuple[pd.DataFrame, bool]:
     """Points for the timeline; bucketed in SQL when there are more than ``max_points``.

@@ -50,6 +50,7 @@ from lastgood.readers.langgraph_common import (
 )
 from lastgood.readers.langgraph_findings import payload_findings
 from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
+from lastgood.readers.gc_pause import gc_paused
 from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
     LIVE_SUFFIXES,
     Key,
@@ -60,7 +61,6 @@ from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_
     close_in_background,
     decodable_writes,
     file_stamp,
-    gc_paused,
     mark_missing_parents,
     missing_parents,
     parse_token,

@@ -10,12 +10,10 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -279,16 +277,6 @@ def write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return row[0], row[1], row[2], row[7] or "", row[3], row[4]
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building many small tuples (they hold no cycles)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def parse_token(token: str | None, version: int) -> dict[str, list[int]] | None:

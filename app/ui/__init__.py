@@ -69,7 +69,7 @@ TIMELINE_PAGE = page_path("timeline")
 DIFF_PAGE = page_path("diff")
 ALL_AGENTS = "All agents"
 MAX_TABLE_ROWS = 500
-FAILURES_SHOWN = 20  # queries.recent_failures' default limit
+FAILURES_SHOWN = 20  # lastgood.overview.failures' default limit
 TIMELINE_MAX_POINTS = queries.DEFAULT_MAX_POINTS  # above this, queries.timeline buckets in SQL
 MAX_MESSAGES = 50
 CONVERSATION_HEIGHT = 420
@@ -118,7 +118,6 @@ def _open_store(index_path: str, url: str) -> OpenStore:
 
 QUERIES: dict[str, Callable[..., Any]] = {
     "overview": queries.overview, "agents": queries.agents, "runs": queries.runs,
-    "growth": queries.storage_growth, "failures": queries.recent_failures,
     "timeline": lambda c, sid, run, agent, most: queries.timeline(c, sid, run_id=run, agent=agent,
                                                                  max_points=most),
     "events": lambda c, sid, run, agent: queries.events(c, sid, run_id=run, agent=agent),
