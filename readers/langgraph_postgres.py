@@ -51,16 +51,15 @@ from lastgood.readers.base import (
 )
 from lastgood.readers.langgraph_common import (
     KNOWN_CODECS_SQL,
-    Ancestor,
     ERROR,
     CheckpointColumns,
     checkpoints_batch,
     event_record,
     events_table,
     parse_metadata,
-    rebuild_delta_values,
     sort_writes,
 )
+from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
 from lastgood.readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
 from lastgood.readers.langgraph_rows import key_problem, valid_rows

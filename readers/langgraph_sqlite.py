@@ -40,14 +40,13 @@ from lastgood.readers.base import (
 from lastgood.readers.langgraph_common import (
     ERROR,
     KNOWN_CODECS_SQL,
-    Ancestor,
     checkpoints_batch,
     event_record,
     events_table,
     parse_metadata,
-    rebuild_delta_values,
     sort_writes,
 )
+from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph_findings import payload_findings
 from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
 from lastgood.readers.gc_pause import gc_paused

@@ -30,9 +30,9 @@ from lastgood.readers.langgraph_common import (
     checkpoints_batch,
     event_message,
     new_uuid6,
-    replay_messages,
     uuid6_datetime,
 )
+from lastgood.readers.langgraph_delta import replay_messages
 from lastgood.readers.langgraph_serde import (
     MAX_EXT_DEPTH,
     aes_key_from_env,
