@@ -299,11 +299,11 @@ def test_redaction_of_a_very_deep_value_is_capped_not_a_recursion_error() -> Non
 def test_sixty_doubling_copy_ops_stop_at_the_budget_quickly() -> None:
     ops = [{"op": "add", "path": "/a", "value": [1, 2, 3, 4]}]
     ops += [{"op": "copy", "from": "/a", "path": f"/a/{0}"} for _ in range(60)]
-    started = time.monotonic()
+    started = time.process_time()  # CPU of this process: a loaded machine does not fail it
     with pytest.raises(PatchError) as caught:
         apply_patch_sized({}, ops)
     assert caught.value.too_large
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
 
 
 def test_a_patch_bomb_in_a_store_is_a_too_large_finding(tmp_path: Path,
