@@ -390,11 +390,14 @@ class NativeReader(Reader):
     def _listed(self, token: str | None, judge: Callable[[native_structure.CatalogEntries], list[Finding]]
                 ) -> tuple[int, list[Finding]] | None:
         """(entries, ``judge``'s findings) when ``token`` is still the catalog's listing."""
-        memo = self._full_scan
-        if token is None or ((memo is None or memo[0] != token)
-                             and json.dumps(self._listing(), sort_keys=True) != token):
-            return None  # the index holds another listing: not worth reading the catalog
-        entries, read = self._entries(token)
+        memo, listed = self._full_scan, None
+        if token is None:
+            return None
+        if memo is None or memo[0] != token:
+            listed = self._listing_token()
+            if listed != token:
+                return None  # the index holds another listing: not worth reading the catalog
+        entries, read = self._entries(token, listed)
         try:
             return None if read != token else (entries.count, judge(entries))
         except Exception as exc:  # noqa: BLE001 - a part compacted away meanwhile: the caller asks by keys
@@ -404,12 +407,19 @@ class NativeReader(Reader):
         finally:
             entries.close()
 
-    def _entries(self, token: str | None) -> tuple[native_structure.CatalogEntries, str]:
+    def _listing_token(self) -> str:
+        return json.dumps(self._listing(), sort_keys=True)
+
+    def _entries(self, token: str | None, listed: str | None = None
+                 ) -> tuple[native_structure.CatalogEntries, str]:
         """The catalog's entries and their listing token: the last full scan's batches when that
-        is ``token`` (without one: the listing now), else read again (after a file vanished too)."""
+        is ``token`` (without one: the listing now), else read again (after a file vanished too).
+        ``listed``: the listing token the caller has just taken (not listed again)."""
         memo, deadline, attempt, stalled, before = self._full_scan, time.monotonic() + limits.SNAPSHOT_SECONDS, 0, 0, ""
         while True:  # like scan: again while the catalog keeps changing, within the deadline
-            now = json.dumps(self._listing(), sort_keys=True)
+            remembered = memo is not None and token is not None and token == memo[0]
+            now = "" if remembered else (listed or self._listing_token())  # the memo needs no listing
+            listed = None
             try:
                 if memo is not None and (token or now) == memo[0]:
                     return native_structure.CatalogEntries(memo[1]), memo[0]
@@ -418,7 +428,7 @@ class NativeReader(Reader):
                 if not native_structure.vanished(exc):
                     raise
             memo, attempt = None, attempt + 1
-            stalled, before = (stalled + 1 if now == before else 0), now
+            stalled, before = (stalled + 1 if now and now == before else 0), now
             if stalled >= limits.SNAPSHOT_STALLED or time.monotonic() >= deadline:
                 raise ReaderError(f"{self.url}: the catalog kept changing while it was read; try again")
             time.sleep(min(0.02 * attempt, 0.25))

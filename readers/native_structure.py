@@ -254,7 +254,6 @@ class CatalogEntries:
             self.con.execute("DROP TABLE IF EXISTS wanted")
             self.con.execute("DROP TABLE IF EXISTS blobs")
 
-
     def catalog_unclean(self) -> list[CheckpointRecord]:
         """Entries the catalog alone finds fault with, or cannot clear (the blob files are
         not looked at): a save never committed, an unknown codec, no location, or one that
