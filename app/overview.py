@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from lastgood.catalog import Catalog
+from lastgood.queries import RUNS_SQL
 
 GROWTH_BUCKETS = 200
 
@@ -43,11 +44,8 @@ def status_counts(catalog: Catalog, store_id: int) -> pa.Table:
 
 
 def runs(catalog: Catalog, store_id: int) -> pa.Table:
-    """Every run with its head, most recent first (the columns of ``queries.runs``)."""
-    return _table(catalog, """SELECT r.* REPLACE (CAST(r.size_bytes AS BIGINT) AS size_bytes),
-        h.checkpoint_id AS head FROM runs r
-        LEFT JOIN heads h ON h.store_id = r.store_id AND h.run_id = r.run_id AND h.namespace = ''
-        WHERE r.store_id = ? ORDER BY r.last_at DESC""", [store_id])
+    """Every run with its head, most recent first (``queries.runs`` as an Arrow table)."""
+    return _table(catalog, RUNS_SQL, [store_id])
 
 
 def agents(catalog: Catalog, store_id: int) -> pa.Table:

@@ -218,19 +218,15 @@ def _pairs(catalog: Catalog, sql: str, store_id: int) -> list[tuple[Any, Any]]:
         return con.execute(sql, [store_id]).fetchall()
 
 
-def agents(catalog: Catalog, store_id: int) -> pd.DataFrame:
-    return _frame(catalog, """SELECT coalesce(agent, '(none)') AS agent, count(*) AS runs,
-        sum(checkpoints) AS checkpoints, sum(size_bytes) AS size_bytes, sum(corrupt) AS corrupt,
-        sum(incomplete) AS incomplete, max(last_at) AS last_at
-        FROM runs WHERE store_id = ? GROUP BY ALL ORDER BY agent""", [store_id])
+# every run with its head, most recent first (the Timeline's frame, the Overview's Arrow table)
+RUNS_SQL = """SELECT r.* REPLACE (CAST(r.size_bytes AS BIGINT) AS size_bytes),
+    h.checkpoint_id AS head FROM runs r
+    LEFT JOIN heads h ON h.store_id = r.store_id AND h.run_id = r.run_id AND h.namespace = ''
+    WHERE r.store_id = ? ORDER BY r.last_at DESC"""
 
 
-def runs(catalog: Catalog, store_id: int, agent: str | None = None) -> pd.DataFrame:
-    where = "AND agent = ?" if agent else ""
-    params = [store_id, agent] if agent else [store_id]
-    return _frame(catalog, f"""SELECT r.*, h.checkpoint_id AS head FROM runs r
-        LEFT JOIN heads h ON h.store_id = r.store_id AND h.run_id = r.run_id AND h.namespace = ''
-        WHERE r.store_id = ? {where} ORDER BY r.last_at DESC""", params)
+def runs(catalog: Catalog, store_id: int) -> pd.DataFrame:
+    return _frame(catalog, RUNS_SQL, [store_id])
 
 
 def timeline(catalog: Catalog, store_id: int, run_id: str | None = None, agent: str | None = None,

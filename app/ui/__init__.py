@@ -117,7 +117,7 @@ def _open_store(index_path: str, url: str) -> OpenStore:
 
 
 QUERIES: dict[str, Callable[..., Any]] = {
-    "overview": queries.overview, "agents": queries.agents, "runs": queries.runs,
+    "overview": queries.overview, "runs": queries.runs,
     "timeline": lambda c, sid, run, agent, most: queries.timeline(c, sid, run_id=run, agent=agent,
                                                                  max_points=most),
     "events": lambda c, sid, run, agent: queries.events(c, sid, run_id=run, agent=agent),
