@@ -24,10 +24,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from lastgood.readers.lazy import lazy_module
-
-pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
-
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
 from lastgood.readers.base import (
     CheckpointRecord,
@@ -37,6 +33,7 @@ from lastgood.readers.base import (
     Reader,
     Scan,
 )
+from lastgood.readers.gc_pause import gc_paused
 from lastgood.readers.langgraph_common import (
     ERROR,
     KNOWN_CODECS_SQL,
@@ -49,7 +46,6 @@ from lastgood.readers.langgraph_common import (
 from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph_findings import payload_findings
 from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
-from lastgood.readers.gc_pause import gc_paused
 from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
     LIVE_SUFFIXES,
     Key,
@@ -67,6 +63,9 @@ from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_
     valid_columns,
 )
 from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
+from lastgood.readers.lazy import lazy_module
+
+pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
 BATCH_ROWS = 50_000
 SQLITE_HEADER = b"SQLite format 3\x00"

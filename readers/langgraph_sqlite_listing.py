@@ -17,16 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lastgood.readers.lazy import lazy_module
-
-pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
-
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
 from lastgood.readers.langgraph_common import CheckpointColumns, string_array
 from lastgood.readers.langgraph_findings import codec_findings, pending_error_finding
 from lastgood.readers.langgraph_rows import NotUtf8, key_arrays, key_problem, row_finding
 from lastgood.readers.langgraph_serde import is_known_type
+from lastgood.readers.lazy import lazy_module
+
+pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
 LIVE_SUFFIXES = ("-wal", "-journal")
 WRITES_TEXT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type")
@@ -275,8 +274,6 @@ def valid_columns(rows: list[tuple[Any, ...]], skipped: Skipped) -> CheckpointCo
 def write_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """``STRUCTURE_ERRORS_SQL`` rows by key, then LangGraph's (task_path, task_id, idx)."""
     return row[0], row[1], row[2], row[7] or "", row[3], row[4]
-
-
 
 
 def parse_token(token: str | None, version: int) -> dict[str, list[int]] | None:
