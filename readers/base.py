@@ -16,6 +16,7 @@ Readers never modify a store.
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
@@ -135,12 +136,10 @@ def arrow_schema(fields: Iterable[tuple[str, str]]) -> pa.Schema:
     return pa.schema([(name, types[kind]) for name, kind in fields])
 
 
+@functools.cache
 def lazy_schema(name: str) -> pa.Schema:
     """CHECKPOINT_SCHEMA or EVENT_SCHEMA, built on first use and kept."""
-    found = globals().get(name)
-    if found is None:
-        found = globals()[name] = arrow_schema(_LAZY_SCHEMAS[name])
-    return found
+    return arrow_schema(_LAZY_SCHEMAS[name])
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -55,12 +56,10 @@ ENTRY_FIELDS = tuple(f for f in CHECKPOINT_FIELDS if f[0] not in ("status", "sta
 ENTRY_NAMES = tuple(name for name, _ in ENTRY_FIELDS)
 
 
+@functools.cache
 def entry_schema() -> pa.Schema:
     """ENTRY_SCHEMA, built on first use (no pyarrow import for a command that lists nothing new)."""
-    found = globals().get("ENTRY_SCHEMA")
-    if found is None:
-        found = globals()["ENTRY_SCHEMA"] = arrow_schema(ENTRY_FIELDS)
-    return found
+    return arrow_schema(ENTRY_FIELDS)
 
 
 def __getattr__(name: str) -> Any:

@@ -223,9 +223,9 @@ def render_findings(ref: ui.StoreRef, findings: pd.DataFrame) -> None:
 
 
 def _filtered(findings: pd.DataFrame) -> pd.DataFrame:
-    filters = {"severity": "Severity", "check": "Check", "agent": "Agent", "run_id": "Run", "depth": "Depth"}
     import pandas as pd
 
+    filters = {"severity": "Severity", "check": "Check", "agent": "Agent", "run_id": "Run", "depth": "Depth"}
     cols = st.columns(len(filters))
     mask = pd.Series(True, index=findings.index)
     for col, (column, label) in zip(cols, filters.items()):
