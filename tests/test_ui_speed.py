@@ -193,6 +193,20 @@ def test_the_first_element_skips_streamlits_repl_probe(monkeypatch) -> None:
     assert probes == []  # no inspect.stack() walk before the first element
 
 
+def test_page_runs_skip_streamlits_full_garbage_collection() -> None:
+    from streamlit import config
+    from streamlit.web import bootstrap
+
+    from lastgood.ui import server
+
+    flags = server.options("127.0.0.1", free_port())
+    try:
+        bootstrap.load_config_options(flag_options=flags)
+        assert config.get_option("runner.postScriptGC") is False  # an option Streamlit still knows
+    finally:
+        config._config_options = None  # the next test reads the defaults again
+
+
 def test_cancel_all_stops_background_checks(store) -> None:
     url, home = store
     index_path = str(home / "index.duckdb")

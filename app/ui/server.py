@@ -34,6 +34,9 @@ def options(host: str, port: int) -> dict[str, object]:
         "server.address": host, "server.port": port, "server.headless": True,
         "browser.gatherUsageStats": False, "client.toolbarMode": "viewer",
         "server.fileWatcherType": "none", "server.runOnSave": False,  # installed code: no reloads
+        # no full garbage collection after every page and fragment run (Streamlit's default): with
+        # the index's modules loaded it holds the interpreter lock 50-400 ms, as the page is sent
+        "runner.postScriptGC": False,
     }
 
 
