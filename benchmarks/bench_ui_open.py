@@ -18,7 +18,11 @@ here when missing). Debian's Chromium, driven by Playwright, is started first
   metrics and a figure with drawn marks are visible (the Checkpoints metric must
   read 100,800). The server is then stopped (SIGTERM to its process group);
 * reopen: the same command again on that home (the store is known; nothing
-  changed), timed the same way.
+  changed), timed the same way, in the same browser profile and at the same
+  address, as an operator re-running ``lastgood ui DB`` (on its default port) in
+  their browser does: Chromium's cache then holds the dashboard's static files
+  (Streamlit serves them as immutable). Each round's cold run starts from a new,
+  empty browser profile (Playwright context): nothing cached.
 
 Anchor in the same run: a raw ``sqlite3`` scan of ids + parents + metadata
 (a fresh process), the least any tool must read to list the DB.
@@ -128,13 +132,14 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def open_overview(browser: Any, store: str, home: Path, log: Path, timeout: float) -> dict[str, Any]:
-    """Start ``lastgood ui STORE``; seconds until the Overview's figures show, and its metrics."""
-    port = free_port()
+def open_overview(context: Any, store: str, home: Path, log: Path, timeout: float,
+                  port: int) -> dict[str, Any]:
+    """Start ``lastgood ui STORE`` on ``port``; seconds until the Overview's figures show in a new
+    tab of the browser profile ``context``, and its metrics."""
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, LASTGOOD_HOME=str(home), PYTHONUNBUFFERED="1")
     command = [*lastgood_command(), "ui", store, "--port", str(port)]
-    page = browser.new_page()
+    page = context.new_page()
     started = time.perf_counter()
     with log.open("ab") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -177,12 +182,13 @@ def measure(store: str, anchor: str, checkpoints: int, repeat: int, homes: Path,
                 tag = f"round {i + 1}/{repeat}"
                 home = homes / "home"
                 shutil.rmtree(home, ignore_errors=True)
+                context, port = browser.new_context(), free_port()  # an empty profile; one address per round
                 for label, samples in (("cold (never seen)", cold), ("reopen", reopen)):
                     print(f"{tag}: lastgood ui DB, {label} …", file=sys.stderr)
                     seen = wait_for_idle(0.7, idle_wait) if idle_wait else None
                     if seen is not None:
                         idle.append(seen)
-                    result = open_overview(browser, store, home, log, timeout)
+                    result = open_overview(context, store, home, log, timeout, port)
                     metrics = result["metrics"]
                     shown = metrics.get("Checkpoints", "").replace(",", "")
                     if shown != str(checkpoints):
@@ -193,6 +199,7 @@ def measure(store: str, anchor: str, checkpoints: int, repeat: int, homes: Path,
                     cpu["cold" if samples is cold else "reopen"].add(result["cpu"])
                     if samples is cold:
                         served.add(result["served"])
+                context.close()
                 print(f"{tag}: anchor, raw scan …", file=sys.stderr)
                 raw.add(python_child(anchor, store, cwd=ROOT).check().wall)
         finally:
@@ -374,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
          "(whole command: one process serves the dashboard while a thread refreshes the store with "
          "structure checks; the first page waits for that refresh) and stops when "
          "Chromium shows the Overview's metrics and a chart with drawn marks (SVG bars or areas of its Vega-Lite charts); the Overview then read "
-         f"{m['metrics'].get('Checkpoints')} checkpoints. Chromium was already running."),
+         f"{m['metrics'].get('Checkpoints')} checkpoints. Chromium was already running; each round's cold run "
+         "opened the page in a new, empty browser profile, its reopen in the same profile at the same address "
+         "(as re-running `lastgood ui DB` on its default port does), so the reopen found Streamlit's static "
+         "files in Chromium's cache."),
         f"Samples — cold: {samples(cold)}; reopen: {samples(reopen)}; raw scan: {samples(raw)}.",
         "Peer figures from the issue (not rerun here): lgmi's first screen on the same kind of DB ≈ 237 s.",
     ]
