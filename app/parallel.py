@@ -28,15 +28,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from lastgood.checks import Check
 from lastgood.content_checks import Shape, non_finite_finding, state_shape
 from lastgood.errors import DecodeError, LastgoodError, UsageError
+from lastgood.readers import validate
+from lastgood.readers.gc_pause import gc_paused
 from lastgood.readers.base import CheckpointRecord, Finding, Reader
 
 CHUNK = 256                 # records per unit of parallel work
+CHUNK_BYTES = 32 * 1024 * 1024  # … and at most about this many blob bytes (data depth)
 MIN_PARALLEL_RECORDS = 4 * CHUNK  # below this a data check runs in-process
 
 
@@ -92,7 +96,7 @@ def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool
                 blobs: Mapping[str, bytes] | None = None) -> ChunkResult:
     """Check one chunk; at data depth also the content of every readable state.
     ``blobs``: the chunk's blobs of an object store, already fetched (:func:`fetch_blobs`)."""
-    with _prefetched(reader, records, read_data, blobs):
+    with _prefetched(reader, records, read_data, blobs), validate.finite_marks(), _gc_paused(read_data):
         try:
             findings = list(reader_findings(reader, records, read_data))
         except LastgoodError:
@@ -101,6 +105,12 @@ def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool
         if read_data:
             _content(reader, records, result)
     return result
+
+
+def _gc_paused(read_data: bool) -> AbstractContextManager[None]:
+    """At data depth the cyclic GC is paused for the chunk: decoded states are many fresh
+    containers without cycles, and each collection would rescan the reader's cache of them."""
+    return gc_paused() if read_data else nullcontext()
 
 
 def _one_by_one(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> list[Finding]:
@@ -131,6 +141,8 @@ def _content(reader: Reader, records: list[CheckpointRecord], result: ChunkResul
         except (DecodeError, LastgoodError):
             continue  # the reader's checks report why
         result.shapes[record.checkpoint_id] = state_shape(state)
+        if validate.proven_finite(state):  # its decoder proved it holds no NaN/±Inf
+            continue
         finding = non_finite_finding(record, state)
         if finding:
             result.findings.append(finding)

@@ -27,7 +27,7 @@ from lastgood.catalog import Catalog
 from lastgood.checks import Check
 from lastgood.content_checks import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_CHECKPOINTS, Shape, drift_findings
 from lastgood.errors import UsageError
-from lastgood.parallel import CHUNK, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
+from lastgood.parallel import CHUNK, CHUNK_BYTES, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
 from lastgood.parallel import reader_findings as reader_findings  # re-exported
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, record_from_row
 from lastgood.redact import redact_text
@@ -246,8 +246,25 @@ def _chunks(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[
     with catalog.connect() as con:
         cur = con.execute(sql, {"sid": store_id, **params})
         names = [d[0] for d in cur.description]
-        while rows := cur.fetchmany(size):
-            yield [_record(dict(zip(names, row))) for row in rows]
+        records = (_record(dict(zip(names, row))) for rows in iter(lambda: cur.fetchmany(size), [])
+                   for row in rows)
+        yield from _bounded_chunks(records, size, CHUNK_BYTES if selection.depth == "data" else None)
+
+
+def _bounded_chunks(records: Iterator[CheckpointRecord], size: int, max_bytes: int | None
+                    ) -> Iterator[list[CheckpointRecord]]:
+    """``records`` in chunks of at most ``size``, and (data depth) cut once a chunk's blobs reach
+    ``max_bytes``: big blobs make more, smaller chunks, so workers share the bytes evenly."""
+    chunk: list[CheckpointRecord] = []
+    total = 0
+    for record in records:
+        chunk.append(record)
+        total += record.size_bytes or 0
+        if len(chunk) >= size or (max_bytes is not None and total >= max_bytes):
+            yield chunk
+            chunk, total = [], 0
+    if chunk:
+        yield chunk
 
 
 def _record_listed(catalog: Catalog, store_id: int, reader: Reader, selection: _Selection, total: int,

@@ -51,7 +51,7 @@ class NativeReader(Reader):
         require_dir(self.fs, self.root, url)
         self.root_real = real_root(self.fs, self.root)
         self._check_marker(url)
-        self._states: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._states: OrderedDict[tuple[str, str], tuple[Any, int | None]] = OrderedDict()
         self._refused: list[Finding] = []
         self._last_listing: dict[str, dict[str, str]] | None = None
         self._full_scan: tuple[str, list[Any]] | None = None  # (token, batches) of the last full scan
@@ -304,7 +304,7 @@ class NativeReader(Reader):
             seen.add(key)
             value = self._decode_link(current, size if not chain else None, bool(chain))
             if current.get("kind") != "incremental":
-                state, cost = value, validate.cost(value)
+                state, cost = value, validate.known_cost(value)  # None: measured if a patch needs it
                 self._remember(key, state, cost)
                 break
             chain.append((current, value))
@@ -330,7 +330,7 @@ class NativeReader(Reader):
                               Check.CHAIN_BROKEN) from None
         return value
 
-    def _apply(self, base: Any, cost: int, envelope: dict[str, Any],
+    def _apply(self, base: Any, cost: int | None, envelope: dict[str, Any],
                link: dict[str, Any]) -> tuple[Any, int]:
         try:
             return apply_patch_sized(base, envelope["ops"], cost)
@@ -338,7 +338,7 @@ class NativeReader(Reader):
             check = Check.TOO_LARGE if exc.too_large else Check.CHAIN_BROKEN
             raise DecodeError(f"incremental chain broken at {_cid(link)}: {exc}", check) from None
 
-    def _remember(self, key: tuple[str, str], state: Any, cost: int) -> None:
+    def _remember(self, key: tuple[str, str], state: Any, cost: int | None) -> None:
         self._states[key] = (state, cost)
         if len(self._states) > STATE_CACHE_SIZE:
             self._states.popitem(last=False)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+import orjson
 
 from lastgood import limits
 from lastgood.checks import Check
@@ -113,35 +114,96 @@ def decode_payload(data: bytes, codec: str) -> Any:
     """Plain data from a payload; never imports or calls anything named in it.
 
     Bounded: nesting deeper than limits.MAX_DEPTH or more than MAX_STATE_COST
-    values is a DecodeError (TOO_DEEP / TOO_LARGE), not a RecursionError."""
+    values is a DecodeError (TOO_DEEP / TOO_LARGE), not a RecursionError.
+
+    Fast paths first (orjson; msgpack maps built in C), each used only when it is
+    certain to give the exact path's value; anything else (an error, a bound
+    exceeded, a number or key the fast path would change) takes the exact path,
+    which decides, with its messages. A value the fast path proved free of
+    NaN/±Inf is marked (validate.mark_finite): the content check skips its walk."""
     if codec == "json":
-        try:
-            value = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DecodeError(f"json payload does not decode: {exc}") from None
-        except RecursionError:
-            raise DecodeError("json payload is nested too deeply", Check.TOO_DEEP) from None
-    elif codec == "msgpack":
-        value = _decode_msgpack(data)
-    else:
-        raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})", Check.UNKNOWN_CODEC)
+        value = _fast_json(data)
+        return _exact_json(data) if value is _EXACT else value
+    if codec == "msgpack":
+        value = _fast_msgpack(data)
+        return _exact_msgpack(data) if value is _EXACT else value
+    raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})", Check.UNKNOWN_CODEC)
+
+
+_EXACT = object()  # the fast path cannot answer: take the exact path
+_PLAIN_KEY_TYPES = frozenset((str, int, float, bool, type(None)))
+
+
+def _fast_json(data: bytes) -> Any:
+    """orjson's value when it equals ``json.loads``'s, else _EXACT.
+
+    orjson refuses what json.loads reads and it does not (NaN/Infinity tokens, lone
+    surrogates, a BOM, UTF-16, numbers past a double) — so a value it returns holds no
+    NaN/±Inf — but reads an integer past 64 bits as a float: any float of magnitude
+    ≥ 2**63 sends the payload down the exact path. Its nesting limit (1024) is above
+    ours; deeper payloads take the exact path too (for its message)."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _EXACT
+    floats: list[bool] = []
+    try:
+        validate.check_state(value, "payload", len(data), floats=floats, cost_per_byte=1)
+    except validate.Invalid:
+        return _EXACT
+    if floats:
+        return _EXACT
+    validate.mark_finite(value)
+    return value
+
+
+def _exact_json(data: bytes) -> Any:
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"json payload does not decode: {exc}") from None
+    except RecursionError:
+        raise DecodeError("json payload is nested too deeply", Check.TOO_DEEP) from None
+    return _bounded(value, data)
+
+
+def _fast_msgpack(data: bytes) -> Any:
+    """The value with maps built in C (no Python hook per map) when the exact path
+    would build the same: every key plain (text, number, boolean, None; a bytes,
+    list or map key is changed by ``_pairs_as_dict``), within the bounds. Else _EXACT."""
+    try:
+        value = msgpack.unpackb(data, **_FAST_MSGPACK)
+    except Exception:  # noqa: BLE001 - the exact path names the problem
+        return _EXACT
+    keys: set[type] = set()
+    floats: list[bool] = []
+    try:
+        validate.check_state(value, "payload", len(data), key_types=keys, floats=floats)
+    except validate.Invalid:
+        return _EXACT
+    if not keys <= _PLAIN_KEY_TYPES:
+        return _EXACT
+    if not floats:
+        validate.mark_finite(value)
+    return value
+
+
+def _exact_msgpack(data: bytes) -> Any:
+    try:
+        value = msgpack.unpackb(data, **_FAST_MSGPACK, object_pairs_hook=_pairs_as_dict)
+    except msgpack.StackError:
+        raise DecodeError("msgpack payload is nested too deeply", Check.TOO_DEEP) from None
+    except (msgpack.ExtraData, msgpack.FormatError, ValueError, TypeError) as exc:
+        raise DecodeError(f"msgpack payload does not decode: {exc}") from None
+    return _bounded(value, data)
+
+
+def _bounded(value: Any, data: bytes) -> Any:
     try:
         validate.check_state(value, "payload", len(data))
     except validate.Invalid as exc:
         raise DecodeError(str(exc), exc.check) from None
     return value
-
-
-def _decode_msgpack(data: bytes) -> Any:
-    try:
-        return msgpack.unpackb(
-            data, raw=False, strict_map_key=False, ext_hook=_plain_ext, use_list=True,
-            object_pairs_hook=_pairs_as_dict,
-        )
-    except msgpack.StackError:
-        raise DecodeError("msgpack payload is nested too deeply", Check.TOO_DEEP) from None
-    except (msgpack.ExtraData, msgpack.FormatError, ValueError, TypeError) as exc:
-        raise DecodeError(f"msgpack payload does not decode: {exc}") from None
 
 
 def _pairs_as_dict(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
@@ -158,6 +220,9 @@ def _pairs_as_dict(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
 
 def _plain_ext(code: int, data: bytes) -> dict[str, Any]:
     return {"$ext": code, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+_FAST_MSGPACK: dict[str, Any] = {"raw": False, "strict_map_key": False, "ext_hook": _plain_ext, "use_list": True}
 
 
 def patch_envelope(parent: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from itertools import chain, compress, repeat
 from operator import floordiv, is_
@@ -354,6 +356,8 @@ _TEXT_TYPES = frozenset((str, bytes))
 _SEQUENCE_TYPES = frozenset((list, tuple))
 _PLAIN_TYPES = frozenset((dict, list, tuple, str, bytes, int, float, bool, type(None)))
 _KINDS = (dict, list, tuple, str, bytes)
+_CONTAINER_TYPES = frozenset((dict, list, tuple))
+_FLOAT_BOUND = float(2**63)
 
 
 def measure(value: Any, budget: int = limits.MAX_STATE_COST, depth_limit: int | None = None,
@@ -390,6 +394,55 @@ def measure(value: Any, budget: int = limits.MAX_STATE_COST, depth_limit: int | 
         level = list(children)
         depth += 1
     return total, False
+
+
+def nests_deeper(value: Any, limit: int, key_types: set[type] | None = None,
+                 floats: list[bool] | None = None) -> bool:
+    """Whether containers in ``value`` nest deeper than ``limit``: ``measure``'s answer
+    without the cost (fewer passes per level), for a value whose cost is known to be
+    within budget.
+
+    ``key_types``: as ``measure``. ``floats`` gets one ``False`` when a float is not
+    *plain* (NaN, ±Inf, or of magnitude ≥ 2**63) or a value of another than the plain
+    types is met (its floats are not looked at)."""
+    depth, values = 0, [value]
+    while values:
+        types = list(map(type, values))
+        kinds = set(types)
+        if not kinds <= _PLAIN_TYPES:  # subclasses (an OrderedDict) are walked as their base, as measure does
+            if floats is not None:
+                floats.append(False)
+                floats = None
+            types = _exact_kinds(values)
+            kinds = set(types)
+        if floats is not None and float in kinds and not _plain_floats(values, types):
+            floats.append(False)
+            floats = None
+        containers = kinds & _CONTAINER_TYPES
+        if not containers:
+            return False
+        if depth >= limit:
+            return True
+        children: Iterable[Any] = ()
+        for kind in containers:
+            same = values if len(kinds) == 1 else compress(values, map(is_, types, repeat(kind)))
+            if kind is dict:
+                dicts = list(same)
+                if key_types is not None:
+                    key_types.update(map(type, chain.from_iterable(dicts)))
+                children = chain(children, chain.from_iterable(map(dict.values, dicts)))
+            else:
+                children = chain(children, chain.from_iterable(same))
+        values = list(children)
+        depth += 1
+    return False
+
+
+def _plain_floats(values: list[Any], types: list[type]) -> bool:
+    """True when every float in ``values`` is finite and of magnitude < 2**63 (a sum that
+    is not finite means a NaN, an infinity, or huge values: all answered False)."""
+    floats = list(compress(values, map(is_, types, repeat(float))))
+    return math.isfinite(sum(floats)) and -_FLOAT_BOUND < min(floats) and max(floats) < _FLOAT_BOUND
 
 
 def _exact_kinds(level: list[Any]) -> list[type]:
@@ -429,23 +482,77 @@ _last_checked: tuple[Any, int] | None = None
 
 
 def check_state(value: Any, what: str = "state", encoded_bytes: int | None = None,
-                key_types: set[type] | None = None) -> None:
+                key_types: set[type] | None = None, floats: list[bool] | None = None,
+                cost_per_byte: int | None = None) -> None:
     """Invalid (TOO_DEEP / TOO_LARGE) when a decoded state is beyond the bounds.
 
-    One walk (``measure``) answers both. ``encoded_bytes`` (the payload's size)
-    skips it when it cannot fail: every level of nesting and every value takes
-    at least one byte to encode, and a decoded value costs at most
-    ``COST_PER_BYTE`` per encoded byte. ``key_types``: as ``measure`` (always walked then)."""
+    ``encoded_bytes`` (the payload's size) says what can fail: a decoded value costs
+    at most ``cost_per_byte`` (default ``COST_PER_BYTE``; JSON: 1) per encoded byte,
+    and every level of nesting takes at least one byte. When the cost cannot pass
+    the budget only the depth is walked (``nests_deeper``; the cost stays unknown,
+    ``known_cost`` says None); when neither can fail and nothing is asked of the walk,
+    nothing is walked; otherwise one walk (``measure``) answers both.
+    ``key_types`` and ``floats``: as ``nests_deeper`` (always walked then)."""
     global _last_checked
-    if encoded_bytes is not None and encoded_bytes <= limits.MAX_DEPTH and key_types is None \
-            and encoded_bytes * COST_PER_BYTE <= limits.MAX_STATE_COST:
+    per_byte = COST_PER_BYTE if cost_per_byte is None else cost_per_byte
+    if encoded_bytes is not None and encoded_bytes * per_byte <= limits.MAX_STATE_COST:
+        if encoded_bytes <= limits.MAX_DEPTH and key_types is None and floats is None:
+            return
+        if nests_deeper(value, limits.MAX_DEPTH, key_types, floats):
+            raise Invalid(f"{what} is nested deeper than {limits.MAX_DEPTH} levels", Check.TOO_DEEP)
         return
     total, too_deep = measure(value, limits.MAX_STATE_COST, limits.MAX_DEPTH, key_types)
     if too_deep:
         raise Invalid(f"{what} is nested deeper than {limits.MAX_DEPTH} levels", Check.TOO_DEEP)
     if total > limits.MAX_STATE_COST:
         raise Invalid(f"{what} is larger than {limits.MAX_STATE_COST:,} values", Check.TOO_LARGE)
+    if floats is not None:
+        nests_deeper(value, limits.MAX_DEPTH, None, floats)  # within bounds: only the floats are asked
     _last_checked = (value, total)
+
+
+def known_cost(value: Any) -> int | None:
+    """``value``'s cost when ``check_state`` measured it last (answered once), else None."""
+    global _last_checked
+    checked = _last_checked
+    if checked is not None and checked[0] is value:
+        _last_checked = None
+        return checked[1]
+    return None
+
+
+# Values a decoder proved free of NaN/±Inf (JSON that orjson accepted: it refuses those
+# tokens; msgpack whose floats the bounds walk saw all finite), by identity, holding a
+# reference so the id is not reused; each answered once (``proven_finite``). Kept only
+# inside ``finite_marks()`` (a verification chunk: its states are checked, then their
+# content), per thread, and dropped on leaving it: nothing is held after.
+_marks = threading.local()
+
+
+@contextmanager
+def finite_marks() -> Iterator[None]:
+    """Within this block (this thread), decoders' ``mark_finite`` calls are remembered."""
+    outer = getattr(_marks, "values", None)
+    _marks.values = {}
+    try:
+        yield
+    finally:
+        _marks.values = outer
+
+
+def mark_finite(value: Any) -> None:
+    marks = getattr(_marks, "values", None)
+    if marks is not None:
+        marks[id(value)] = value
+
+
+def proven_finite(value: Any) -> bool:
+    """True (once) when ``value`` was marked by ``mark_finite`` in this ``finite_marks`` block."""
+    marks = getattr(_marks, "values", None)
+    if marks is not None and marks.get(id(value)) is value:
+        del marks[id(value)]
+        return True
+    return False
 
 
 # A JSON value costs at most one per encoded byte (``[]`` is 2 bytes for 1, ``"":0,`` 4 bytes
