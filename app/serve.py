@@ -44,6 +44,8 @@ class StartupRefresh:
 
 
 _refreshes: dict[tuple[str, str], StartupRefresh] = {}
+_first: list[tuple[str, StartupRefresh]] = []  # never-seen stores: every page waits for these
+_children: list = []  # start-up child processes (subprocess.Popen), ended by shutdown()
 _lock = threading.Lock()
 
 
@@ -52,23 +54,92 @@ first_page_shown = threading.Event()  # set after the dashboard's first page run
 
 
 def refresh_in_background(index_path: str, urls: Sequence[str], *, reader_name: str | None = None,
-                          check: str = "structure", known: Sequence[str] = ()) -> threading.Thread:
-    """Refresh ``urls`` (public URLs) one after another in a daemon thread; returns the thread.
+                          check: str = "structure", known: Sequence[str] = (),
+                          in_child: bool = True) -> threading.Thread:
+    """Refresh ``urls`` (public URLs) one after another from a daemon thread; returns the thread.
 
-    Never-seen stores go first and at once (their first page waits for them); the ``known``
-    ones (already in the index: shown as they are) wait until the first page was drawn, so
-    their refresh does not take CPU from it."""
+    Never-seen stores go first and at once, in a child process (``in_child``:
+    :mod:`lastgood.startup_index`, on the other core while this process starts Streamlit); every
+    page waits for them before opening the index (:func:`indexing_first`). The ``known`` ones
+    (already in the index: shown as they are) are refreshed in the thread once the first page
+    was drawn, so their refresh does not take CPU from it."""
     pending = sorted((StartupRefresh(url, known=url in known) for url in urls), key=lambda r: r.known)
     with _lock:
         _refreshes.update({(index_path, r.url): r for r in pending})
-    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check),
+        _first.extend((index_path, r) for r in pending if not r.known)
+    thread = threading.Thread(target=_refresh_all, args=(index_path, pending, reader_name, check, in_child),
                               daemon=True, name="lastgood-startup-index")
     thread.start()
     return thread
 
 
+def indexing_first(index_path: str) -> list[StartupRefresh]:
+    """The never-seen stores whose start-up refresh is still running: a page waits for them before
+    it opens the index (the child process holds the index's write lock until it ends)."""
+    with _lock:
+        return [r for path, r in _first if path == index_path and not r.done.is_set()]
+
+
 def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
-                 check: str) -> None:
+                 check: str, in_child: bool) -> None:
+    fresh = [r for r in pending if not r.known]
+    if in_child and fresh:
+        _refresh_in_child(index_path, fresh, reader_name, check)
+    _refresh_here(index_path, [r for r in pending if not r.done.is_set()], reader_name, check)
+
+
+def _refresh_in_child(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
+                      check: str) -> None:
+    """Refresh ``pending`` in one child process, each marked done as its line arrives. A child
+    that cannot start leaves them to :func:`_refresh_here`; one that dies marks the rest failed."""
+    import subprocess
+    import tempfile
+
+    from lastgood import startup_index
+
+    by_url = {r.url: r for r in pending}
+    with tempfile.TemporaryFile() as errors:
+        try:
+            child = subprocess.Popen(startup_index.command(index_path, list(by_url), reader_name, check),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                                     text=True)
+        except OSError:
+            return
+        _children.append(child)
+        for line in child.stdout or ():
+            _take_child_line(by_url, line)
+        code = child.wait()
+        errors.seek(0)
+        last = (errors.read().decode(errors="replace").strip().splitlines() or [""])[-1]
+    for refresh in by_url.values():
+        if not refresh.done.is_set():
+            refresh.error = RuntimeError(f"the start-up refresh stopped (exit {code}): {last}".rstrip(": "))
+            refresh.done.set()
+
+
+def _take_child_line(by_url: dict[str, StartupRefresh], line: str) -> None:
+    import json
+
+    try:
+        done = json.loads(line)
+        refresh = by_url[done["url"]]
+    except (ValueError, KeyError, TypeError):
+        return
+    error = done.get("error")
+    if error:
+        from lastgood.errors import LastgoodError
+
+        refresh.error = (LastgoodError if error.get("lastgood") else RuntimeError)(str(error.get("message")))
+    else:
+        refresh.store_id, refresh.changed = int(done["store_id"]), bool(done["changed"])
+    refresh.seconds = float(done.get("seconds") or 0.0)
+    refresh.done.set()
+
+
+def _refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
+                  check: str) -> None:
+    if not pending:
+        return
     from lastgood.catalog import Catalog
     from lastgood.stores import index_store
 
@@ -129,6 +200,9 @@ def shutdown(code: int = 0) -> None:
 
     from lastgood import background
 
+    for child in _children:
+        if child.poll() is None:
+            child.kill()  # a never-seen store's refresh still running: it leaves the index consistent
     background.cancel_all()
     sys.stdout.flush()
     sys.stderr.flush()

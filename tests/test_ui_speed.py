@@ -92,7 +92,7 @@ def test_a_never_seen_store_registered_but_not_yet_listed_waits_for_the_startup_
         return real_index_store(catalog, u, **kwargs)
 
     monkeypatch.setattr(stores, "index_store", registered_then_listed)
-    serve.refresh_in_background(index_path, [url])
+    serve.refresh_in_background(index_path, [url], in_child=False)  # the in-process path (fallback)
     assert registered.wait(30)
     threading.Timer(1.0, gate.set).start()  # the listing ends while the first page runs
     at = AppTest.from_file(ENTRY, default_timeout=60).run()
@@ -124,6 +124,38 @@ def test_startup_refresh_is_taken_once_and_reports_what_it_did(store) -> None:
     assert serve.take_startup_refresh(index_path, url) is None
 
 
+def test_a_never_seen_store_is_indexed_by_a_child_process_while_pages_wait(store) -> None:
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    before = len(serve._children)
+    thread = serve.refresh_in_background(index_path, [url])
+    assert [r.url for r in serve.indexing_first(index_path)] == [url]  # pages wait for it
+    thread.join(90)
+    child = serve._children[before]
+    assert child.pid != os.getpid() and child.returncode == 0  # another process did the work
+    refresh = serve.take_startup_refresh(index_path, url)
+    assert refresh is not None and refresh.error is None and refresh.changed
+    assert refresh.store_id == queries.indexed_stores(Catalog(index_path))[url]
+    assert serve.indexing_first(index_path) == []
+    again = serve.refresh_in_background(index_path, [url])  # nothing new: done, not changed
+    again.join(90)
+    assert serve.take_startup_refresh(index_path, url).changed is False
+
+
+def test_a_child_that_dies_marks_its_stores_failed(store, monkeypatch) -> None:
+    from lastgood import startup_index
+
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    monkeypatch.setattr(startup_index, "command",
+                        lambda *a: [sys.executable, "-c", "import sys; sys.exit('refresh crashed')"])
+    serve.refresh_in_background(index_path, [url]).join(60)
+    refresh = serve.take_startup_refresh(index_path, url)
+    assert refresh is not None and refresh.done.is_set()
+    assert "exit 1" in str(refresh.error) and "refresh crashed" in str(refresh.error)
+
+
 def test_public_urls_keep_secrets_out_of_the_command_line(tmp_path: Path) -> None:
     urls, had_secret = serve.public_urls(["postgresql://me:Sekret-9@db.example/x", str(tmp_path)],
                                          tmp_path / "home")
@@ -144,7 +176,10 @@ def test_ui_serves_from_its_own_process(tmp_path: Path) -> None:
                             stderr=subprocess.DEVNULL)
     try:
         wait_for_health(f"http://127.0.0.1:{port}", proc, 90)
-        assert group_pids(proc.pid) == [proc.pid]  # one process: no second interpreter
+        deadline = time.monotonic() + 60  # the never-seen store's indexing child ends on its own
+        while group_pids(proc.pid) != [proc.pid] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert group_pids(proc.pid) == [proc.pid]  # one process serves: no second interpreter
         argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
         assert b"ui" in argv and b"streamlit" not in b" ".join(argv)  # not exec'd into `streamlit run`
         proc.send_signal(signal.SIGTERM)

@@ -99,6 +99,7 @@ def page_run() -> Iterator[None]:
     file, instead of ~40 ms to open it per query), and the sidebar's background data check is
     started after the page's own content (so it never delays the first paint)."""
     _run.after = None
+    _wait_for_first_indexing()
     held = _hold_index()
     try:
         yield
@@ -109,6 +110,24 @@ def page_run() -> Iterator[None]:
             if held is not None:
                 held.close()
             serve.first_page_shown.set()  # a reopen's start-up refresh may start now
+
+
+def _wait_for_first_indexing() -> None:
+    """While ``lastgood ui``'s child process indexes never-seen stores it holds the index's write
+    lock: say so and wait for it, before anything on the page opens the index."""
+    try:
+        index_path = str(ui.load_settings().index_path)
+    except (ui.LastgoodError, OSError):
+        return
+    running = serve.indexing_first(index_path)
+    if not running:
+        return
+    holder = st.empty()
+    shown = ", ".join(ui.display_url(r.url) for r in running)
+    with holder.status(f"Indexing {shown}…"):
+        for refresh in running:
+            refresh.done.wait()
+    holder.empty()
 
 
 def _hold_index() -> ui.Catalog | None:

@@ -1,0 +1,71 @@
+"""``lastgood ui``'s start-up refresh of never-seen stores, in a child process.
+
+The dashboard's own process spends its first second importing and starting Streamlit, holding
+the interpreter lock; a refresh in one of its threads (a 100k-checkpoint store: ~2 s of Python)
+shared that lock and finished late. Run as ``python -m lastgood.startup_index INDEX CHECK READER
+URL…``, this indexes the stores one after another on the machine's other core while the server
+starts, and prints one JSON line per store as it finishes::
+
+    {"url": …, "store_id": 3, "changed": true, "seconds": 1.9, "error": null}
+    {"url": …, "error": {"lastgood": true, "message": "…"}}
+
+(URLs are public: a secret stays in the home's credentials file, found through LASTGOOD_HOME.)
+:mod:`lastgood.serve` reads the lines; the dashboard opens the index once this process ended.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+NO_READER = "-"  # READER when the command named none
+
+
+def command(index_path: str, urls: Sequence[str], reader_name: str | None, check: str) -> list[str]:
+    """The child's argv (run with this interpreter)."""
+    return [sys.executable, "-m", "lastgood.startup_index", index_path, check,
+            reader_name or NO_READER, *urls]
+
+
+def main(argv: Sequence[str], out: TextIO) -> int:
+    index_path, check, reader, *urls = argv
+    from lastgood.catalog import Catalog
+
+    try:
+        catalog = Catalog(index_path, keep_open=False)
+        for url in urls:
+            _report(out, _refresh(catalog, url, None if reader == NO_READER else reader, check))
+    except Exception as exc:  # noqa: BLE001 - the index itself failed to open: every store says so
+        for url in urls:
+            _report(out, {"url": url, "error": _error(exc)})
+    return 0
+
+
+def _refresh(catalog: Any, url: str, reader_name: str | None, check: str) -> dict[str, Any]:
+    from lastgood.stores import index_store
+
+    started = time.perf_counter()
+    try:
+        summary = index_store(catalog, url, reader_name=reader_name, check=check)
+    except Exception as exc:  # noqa: BLE001 - shown on the page that waits for it
+        return {"url": url, "error": _error(exc), "seconds": time.perf_counter() - started}
+    return {"url": url, "store_id": summary.store.store_id, "changed": summary.refresh.changed,
+            "seconds": time.perf_counter() - started, "error": None}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    from lastgood.errors import LastgoodError
+
+    return {"lastgood": isinstance(exc, LastgoodError), "message": str(exc) or type(exc).__name__}
+
+
+def _report(out: TextIO, line: dict[str, Any]) -> None:
+    out.write(json.dumps(line) + "\n")
+    out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:], sys.stdout))
