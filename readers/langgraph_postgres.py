@@ -33,7 +33,7 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
@@ -201,20 +201,60 @@ FROM $KEYS JOIN checkpoint_writes w USING (thread_id, checkpoint_ns, checkpoint_
 WHERE w.channel = '__error__' OR (w.type IS NOT NULL AND w.type NOT IN ($KNOWN))
 """.replace("$KEYS", _KEYS)
 
+# The same checks for every row a full listing saw, asked once in the listing's own
+# snapshot: no key arrays, and the rows are there by construction.
+STORE_ROWS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, true,
+       jsonb_typeof(c.checkpoint -> 'channel_values'), jsonb_typeof(c.checkpoint -> 'channel_versions'),
+       c.checkpoint ->> 'id'
+FROM checkpoints c
+WHERE coalesce(jsonb_typeof(c.checkpoint -> 'channel_values'), 'object') <> 'object'
+   OR coalesce(jsonb_typeof(c.checkpoint -> 'channel_versions'), 'object') <> 'object'
+   OR coalesce(c.checkpoint ->> 'id', c.checkpoint_id) <> c.checkpoint_id
+"""
+STORE_BLOBS_SQL = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, b.channel, b.version, b.type, NULL
+FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text($VERSIONS) AS v
+JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+    AND b.channel = v.key AND b.version = v.value
+WHERE b.type IS NOT NULL AND b.type NOT IN ($KNOWN)
+""".replace("$VERSIONS", _VERSIONS)
+STORE_WRITES_SQL = """
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
+       CASE WHEN w.channel = '__error__' THEN w.blob END
+FROM checkpoint_writes w
+WHERE (w.channel = '__error__' OR (w.type IS NOT NULL AND w.type NOT IN ($KNOWN)))
+  AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id
+              AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)
+"""
+
 
 # --- connecting ----------------------------------------------------------------------------
 
 
 def connect_readonly(url: str) -> psycopg.Connection[Any]:
-    """A connection whose transactions are all READ ONLY and REPEATABLE READ."""
+    """A connection whose transactions are all READ ONLY and REPEATABLE READ.
+
+    JIT compilation is off for the session: the listing's estimated cost (one blob
+    lookup per introduced channel) makes the server spend ~0.3 s compiling a query
+    that a plain run finishes sooner."""
     try:
         conn = psycopg.connect(url, autocommit=False, connect_timeout=CONNECT_TIMEOUT,
-                               prepare_threshold=None)
+                               prepare_threshold=None, options=_session_options(url))
     except psycopg.Error as exc:
         raise connect_error(url, exc) from None
     conn.read_only = True
     conn.isolation_level = IsolationLevel.REPEATABLE_READ
     return conn
+
+
+def _session_options(url: str) -> str:
+    """The DSN's own ``options`` (if any) plus ``-c jit=off``."""
+    try:
+        options = psycopg.conninfo.conninfo_to_dict(url).get("options") or ""
+    except psycopg.Error:
+        options = ""
+    return f"{options} -c jit=off".strip()
 
 
 def connect_error(url: str, exc: Exception) -> StoreNotFound | ReaderError:
@@ -265,6 +305,7 @@ class LangGraphPostgresReader(Reader):
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
         self._scans: list[psycopg.Connection[Any]] = []
+        self._listed: _Listed | None = None
         try:
             with self._read() as cur:
                 self._task_path = self._check_tables(cur)
@@ -350,7 +391,7 @@ class LangGraphPostgresReader(Reader):
         findings = [_parent_finding(key, parent) for key, parent in sorted(missing.items())]
         with self._lock:
             self._scans.append(conn)
-        batches = self._checkpoint_batches(conn, cutoff, set(missing), findings)
+        batches = self._checkpoint_batches(conn, cutoff, set(missing), findings, token)
         return Scan(token=token, full=not cutoff, checkpoints=batches, events=iter(events),
                     findings=findings, heads=heads)
 
@@ -373,16 +414,26 @@ class LangGraphPostgresReader(Reader):
         return token, old_last, events != old_events
 
     def _checkpoint_batches(
-        self, conn: psycopg.Connection[Any], cutoff: str, orphans: set[Key], findings: list[Finding]
+        self, conn: psycopg.Connection[Any], cutoff: str, orphans: set[Key], findings: list[Finding],
+        token: str,
     ) -> Iterator[pa.Table]:
+        """The listing's batches; a full listing then asks the structure checks for the
+        whole store in its snapshot, for :meth:`listed_structure`."""
         sql = SCAN_SQL.format(blobs=_BLOB_SIZES if self.blob_sizes else "0")
+        self._listed, listed, skipped = None, 0, set()
         try:
             with conn.cursor(name="lastgood_scan") as cur:
                 cur.itersize = BATCH_ROWS
                 cur.execute(sql, {"cutoff": cutoff})
                 while rows := cur.fetchmany(BATCH_ROWS):
-                    if rows := valid_rows(rows, findings, KEY_COLUMNS):  # the validation boundary
-                        yield self._batch(rows, orphans, findings)
+                    valid = valid_rows(rows, findings, KEY_COLUMNS)  # the validation boundary
+                    if len(valid) != len(rows):
+                        skipped |= {tuple(r[:3]) for r in rows} - {tuple(r[:3]) for r in valid}
+                    if valid:
+                        listed += len(valid)
+                        yield self._batch(valid, orphans, findings)
+            if not cutoff:
+                self._listed = self._store_structure(conn, token, listed, skipped)
         except psycopg.Error as exc:
             raise self._db_error(exc) from None
         finally:
@@ -390,6 +441,15 @@ class LangGraphPostgresReader(Reader):
                 if conn in self._scans:
                     self._scans.remove(conn)
             conn.close()
+
+    def _store_structure(self, conn: psycopg.Connection[Any], token: str, listed: int,
+                         skipped: set[Key]) -> _Listed:
+        """The structure findings of every listed checkpoint (rows the listing skipped have theirs)."""
+        with conn.cursor() as cur:
+            found = self._structure(cur, (STORE_ROWS_SQL, STORE_BLOBS_SQL, STORE_WRITES_SQL))
+        if skipped:
+            found = [f for f in found if (f.run_id, f.namespace or "", f.checkpoint_id) not in skipped]
+        return _Listed(token, listed, found)
 
     @staticmethod
     def _batch(rows: Sequence[tuple[Any, ...]], orphans: set[Key], findings: list[Finding]) -> pa.Table:
@@ -506,10 +566,26 @@ class LangGraphPostgresReader(Reader):
             return []
         arrays = [list(column) for column in zip(*keys)]
         with self._read() as cur:
-            rows = cur.execute(_known(STRUCTURE_ROWS_SQL), arrays).fetchall()
-            odd_blobs = cur.execute(_known(UNKNOWN_BLOB_CODECS_SQL)).fetchone()[0]
-            blobs = cur.execute(_known(STRUCTURE_BLOBS_SQL), arrays).fetchall() if odd_blobs else []
-            writes = cur.execute(_known(STRUCTURE_WRITES_SQL), arrays).fetchall()
+            return self._structure(cur, (STRUCTURE_ROWS_SQL, STRUCTURE_BLOBS_SQL, STRUCTURE_WRITES_SQL), arrays)
+
+    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        """Structure findings for every checkpoint this reader's last full scan listed,
+        with their number, when that scan made ``token``: asked once for the whole store
+        in the listing's snapshot (see ``verify._record_listed``). None when no full
+        scan of this reader made ``token`` (check with :meth:`check_structure`)."""
+        listed = self._listed
+        if listed is None or token is None or listed.token != token:
+            return None
+        return listed.count, listed.findings
+
+    def _structure(self, cur: psycopg.Cursor[Any], sqls: tuple[str, str, str],
+                   arrays: Sequence[Any] = ()) -> list[Finding]:
+        """Findings of the rows, blobs and writes queries ``sqls`` (keyed by ``arrays``, if any)."""
+        rows_sql, blobs_sql, writes_sql = (_known(sql) for sql in sqls)
+        rows = cur.execute(rows_sql, arrays or None).fetchall()
+        odd_blobs = cur.execute(_known(UNKNOWN_BLOB_CODECS_SQL)).fetchone()[0]
+        blobs = cur.execute(blobs_sql, arrays or None).fetchall() if odd_blobs else []
+        writes = cur.execute(writes_sql, arrays or None).fetchall()
         found: list[Finding] = []
         for thread, ns, cid, present, *shape in rows:
             found.extend(_row_findings((thread, ns, cid), shape if present else None))
@@ -560,6 +636,15 @@ class LangGraphPostgresReader(Reader):
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """What a full scan found at structure depth: its token, rows listed, findings."""
+
+    token: str
+    count: int
+    findings: list[Finding]
 
 
 def _known(sql: str) -> str:

@@ -413,3 +413,73 @@ def test_rows_with_bad_key_columns_become_findings(damaged_dsn: str) -> None:
         assert "x" * 2000 not in invalid[1].message  # the row is named, shortened
         assert all(h.checkpoint_id in {r.checkpoint_id for r in records} for h in scan.heads)
         assert all(isinstance(reader.load_state(r), dict) for r in records if r.run_id == "tools-1")
+
+
+# --- the structure check a full listing answers ---------------------------------------------
+
+
+def _structure_keyed(reader: LangGraphPostgresReader, records: list[CheckpointRecord]) -> list[Any]:
+    return sorted(reader.check_checkpoints(records, read_data=False), key=repr)
+
+
+@pytest.fixture
+def every_damage_dsn(damaged_dsn: str) -> str:
+    """The damaged DB plus a failed task, an unknown codec, a malformed and a mislabelled
+    checkpoint JSONB, and a row whose key the listing rejects."""
+    with PostgresSaver.from_conn_string(damaged_dsn) as saver:
+        build_error(saver)
+    with psycopg.connect(damaged_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE checkpoint_blobs SET type = 'zstd-msgpack' WHERE thread_id = 'fork-1' "
+                     "AND channel = 'messages'")
+        ids = [r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = 'tools-1' "
+                                          "ORDER BY checkpoint_id")]
+        conn.execute("""UPDATE checkpoints SET checkpoint = checkpoint || '{"channel_values": [1]}'
+                        WHERE checkpoint_id = %s""", (ids[1],))
+        conn.execute("""UPDATE checkpoints SET checkpoint = checkpoint || '{"id": "someone-else"}'
+                        WHERE checkpoint_id = %s""", (ids[2],))
+        conn.execute("UPDATE checkpoints SET checkpoint_id = '' WHERE checkpoint_id = %s", (ids[3],))
+    return damaged_dsn
+
+
+def test_full_listing_answers_the_structure_check(every_damage_dsn: str) -> None:
+    """After a full scan the reader gives the structure findings of exactly the listed
+    checkpoints (asked once for the whole store), equal to the keyed set-based check."""
+    with LangGraphPostgresReader(every_damage_dsn) as reader:
+        assert reader.listed_structure(None) is None  # nothing listed yet
+        records, scan = _records(reader)
+        answer = reader.listed_structure(scan.token)
+        assert answer is not None and reader.listed_structure("another token") is None
+        count, found = answer
+        assert count == len(records)
+        assert sorted(found, key=repr) == _structure_keyed(reader, records)
+        assert {f.check for f in found} == {"pending-error", "unknown-codec", "undecodable", "id-mismatch"}
+        assert all(f.checkpoint_id != "" for f in found)  # the rejected row's problems are its scan finding
+        assert {f.check for f in scan.findings} == {"row-invalid", "parent-missing"}  # its child lost it
+        again = reader.scan(scan.token)  # unchanged: nothing listed, the answer stays
+        assert list(again.checkpoints) == [] and reader.listed_structure(scan.token) == answer
+
+
+def test_index_records_the_same_with_and_without_the_listed_answer(
+        every_damage_dsn: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.stores import index_store
+
+    results, keyed_calls = [], []
+    real = LangGraphPostgresReader.check_structure
+    monkeypatch.setattr(LangGraphPostgresReader, "check_structure",
+                        lambda self, keys: keyed_calls.append(len(keys)) or real(self, keys))
+    for listed in (True, False):
+        if not listed:
+            monkeypatch.setattr(LangGraphPostgresReader, "listed_structure", lambda self, token: None)
+        catalog = Catalog(tmp_path / f"index-{listed}.duckdb")
+        summary = index_store(catalog, every_damage_dsn, check="structure")
+        assert summary.verify is not None and summary.verify.checked == summary.refresh.checkpoints
+        assert bool(keyed_calls) is not listed
+        with catalog.connect() as con:
+            rows = con.execute("""SELECT checkpoint_id, status, status_reason, verified FROM checkpoints
+                                  ORDER BY checkpoint_id""").fetchall()
+            found = con.execute("""SELECT checkpoint_id, "check", severity, message, depth FROM findings
+                                   ORDER BY ALL""").fetchall()
+        results.append((rows, found))
+    assert results[0] == results[1]
+    assert {f[1] for f in results[0][1]} >= {"pending-error", "unknown-codec", "undecodable", "id-mismatch"}
