@@ -24,7 +24,9 @@ here when missing). Debian's Chromium, driven by Playwright, is started first
   (Streamlit serves them as immutable). Each round's cold run starts from a new,
   empty browser profile (Playwright context): nothing cached.
 
-Anchor in the same run: a raw ``sqlite3`` scan of ids + parents + metadata
+Anchors in the same run: ``streamlit run`` of a two-element app (a title and one
+metric; the floor under any Streamlit dashboard on this machine, timed the same
+way, cold and reopened), and a raw ``sqlite3`` scan of ids + parents + metadata
 (a fresh process), the least any tool must read to list the DB.
 Writes the ``ui-open`` section of docs/benchmarks.md (``--no-write`` to skip).
 
@@ -165,11 +167,42 @@ def open_overview(context: Any, store: str, home: Path, log: Path, timeout: floa
         stop_group(proc)
 
 
+FLOOR_APP = """import streamlit as st
+st.title("Hello")
+st.metric("Checkpoints", 1)
+"""
+
+
+def open_floor(context: Any, app: Path, log: Path, timeout: float, port: int) -> float:
+    """The floor under any Streamlit dashboard on this machine: ``streamlit run`` of a two-element
+    app (a title and one metric), timed like the Overview: command start → the metric visible."""
+    command = [str(Path(sys.executable).with_name("streamlit")), "run", str(app), "--server.headless", "true",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
+    page = context.new_page()
+    started = time.perf_counter()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(command, cwd=app.parent, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_listener(proc, port, started + timeout, log)
+        page.goto(f"http://127.0.0.1:{port}", timeout=timeout * 1000)
+        page.get_by_test_id("stMetricValue").first.wait_for(timeout=timeout * 1000)
+        return time.perf_counter() - started
+    finally:
+        page.close()
+        stop_group(proc)
+
+
 def measure(store: str, anchor: str, checkpoints: int, repeat: int, homes: Path, idle_wait: float,
             timeout: float) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     cold, reopen, raw, served = Samples(), Samples(), Samples(), Samples()
+    floor = {"cold": Samples(), "reopen": Samples()}
+    app = homes / "floor" / "hello.py"
+    app.parent.mkdir(parents=True, exist_ok=True)
+    app.write_text(FLOOR_APP)
     numbers = {"cold": Samples(), "reopen": Samples()}
     cpu = {"cold": Samples(), "reopen": Samples()}
     idle: list[float] = []
@@ -201,12 +234,19 @@ def measure(store: str, anchor: str, checkpoints: int, repeat: int, homes: Path,
                     if samples is cold:
                         served.add(result["served"])
                 context.close()
+                print(f"{tag}: anchor, a two-element Streamlit app, cold and reopened …", file=sys.stderr)
+                context, port = browser.new_context(), free_port()
+                for label in ("cold", "reopen"):
+                    if idle_wait:
+                        wait_for_idle(0.7, idle_wait)
+                    floor[label].add(open_floor(context, app, log, timeout, port))
+                context.close()
                 print(f"{tag}: anchor, raw scan …", file=sys.stderr)
                 raw.add(python_child(anchor, store, cwd=ROOT).check().wall)
         finally:
             browser.close()
     return {"cold": cold, "reopen": reopen, "raw": raw, "served": served, "idle": idle, "metrics": metrics,
-            "numbers": numbers, "cpu": cpu}
+            "numbers": numbers, "cpu": cpu, "floor": floor}
 
 
 PG_OPTIONS = ("-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
@@ -357,8 +397,12 @@ def main(argv: list[str] | None = None) -> int:
         ["`lastgood ui DB`, never-seen DB → Overview figures in Chromium", fmt_seconds(cold.median),
          f"{fmt_seconds(raw.median)} (raw {'`psycopg`' if args.postgres else '`sqlite3`'} scan, process)",
          f"≤ {cold_target:.0f} s", met(cold.median <= cold_target)],
-        ["same DB reopened (`lastgood ui DB` again, same home)", fmt_seconds(reopen.median), "—", "≤ 2 s",
+        ["same DB reopened (`lastgood ui DB` again, same home)", fmt_seconds(reopen.median),
+         f"{fmt_seconds(m['floor']['reopen'].median)} (a two-element Streamlit app, reopened)", "≤ 2 s",
          met(reopen.median <= REOPEN_TARGET)],
+        ["(anchor) `streamlit run` of a two-element app (a title, one metric) → the metric visible, "
+         "cold / reopened", "—",
+         f"{fmt_seconds(m['floor']['cold'].median)} / {fmt_seconds(m['floor']['reopen'].median)}", "—", "—"],
         ["(part of the cold figure) command start → first page served", fmt_seconds(m["served"].median),
          "—", "—", "—"],
         ["(part of the figures above) → the Overview's numbers (metrics), cold / reopened",
@@ -379,14 +423,21 @@ def main(argv: list[str] | None = None) -> int:
         (f"DB: {info['checkpoints']:,} checkpoints of {info['plain_threads']:,} threads written by real "
          f"LangGraph ({written})."),
         (f"Medians of {args.repeat} runs. The clock starts just before `lastgood ui DB --port P` is spawned "
-         "(whole command: one process serves the dashboard while a thread refreshes the store with "
-         "structure checks; the first page waits for that refresh) and stops when "
+         "(whole command: the dashboard's process serves while a child process it starts indexes the "
+         "never-seen store with structure checks, on the other core; the first page waits for it; a reopened "
+         "store is shown at once and refreshed in a thread after the first page) and stops when "
          "Chromium shows the Overview's metrics and a chart with drawn marks (SVG bars or areas of its Vega-Lite charts); the Overview then read "
          f"{m['metrics'].get('Checkpoints')} checkpoints. Chromium was already running; each round's cold run "
          "opened the page in a new, empty browser profile, its reopen in the same profile at the same address "
          "(as re-running `lastgood ui DB` on its default port does), so the reopen found Streamlit's static "
          "files in Chromium's cache."),
-        f"Samples — cold: {samples(cold)}; reopen: {samples(reopen)}; raw scan: {samples(raw)}.",
+        f"Samples — cold: {samples(cold)}; reopen: {samples(reopen)}; raw scan: {samples(raw)}; "
+        f"two-element Streamlit app, cold: {samples(m['floor']['cold'])}, reopened: {samples(m['floor']['reopen'])}.",
+        ("The two-element app is the floor under any Streamlit dashboard here: the same Chromium, the same "
+         "profile rules (cold = empty profile, reopened = same profile and address), `streamlit run` of a title "
+         "and one metric. What Lastgood adds on top of it is its own start (the index, the store's refresh) "
+         "and the Overview's content (metrics, two Vega-Lite charts, three tables), which Chromium's renderer "
+         "must build."),
         "Peer figures from the issue (not rerun here): lgmi's first screen on the same kind of DB ≈ 237 s.",
     ]
     if idle:
