@@ -2,7 +2,11 @@
 
 import sys
 
-from lastgood.cli import entry
+from lastgood.readers.prefetch import prefetch_command
+
+prefetch_command(sys.argv[1:])  # before lastgood.cli's imports (see lastgood.readers.prefetch)
+
+from lastgood.cli import entry  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(entry())

@@ -14,12 +14,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lastgood import output, queries
-from lastgood.catalog import Catalog
-from lastgood.config import Settings, check_port, load_settings
-from lastgood.errors import LastgoodError, as_fault
-from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store
-from lastgood.verify import store_findings
+from lastgood.readers.prefetch import prefetch_script
+
+prefetch_script()  # `lastgood index DB`: a store's first listing starts before the imports below
+
+from lastgood import output, queries  # noqa: E402
+from lastgood.catalog import Catalog  # noqa: E402
+from lastgood.config import Settings, check_port, load_settings  # noqa: E402
+from lastgood.errors import LastgoodError, as_fault  # noqa: E402
+from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store  # noqa: E402
+from lastgood.verify import store_findings  # noqa: E402
 
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]

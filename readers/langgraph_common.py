@@ -349,6 +349,7 @@ class CheckpointColumns:
     sizes: Sequence[int | None] | None = None
     parent_ok: Sequence[int | None] | None = None
     arrays: Mapping[str, pa.Array] | None = None  # key columns already built (langgraph_rows.key_arrays)
+    parsed_metadata: tuple[pa.Array, pa.Table] | None = None  # metadata_joined's result, when taken
 
 
 MetadataColumns = "tuple[pa.Array, pa.Table, dict[int, str]]"  # text: pyarrow is imported on first use
@@ -359,7 +360,8 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
     n = len(cols.checkpoint_ids)
     built = cols.arrays or {}
     ids = _built(built, "checkpoint_id", lambda: string_array(cols.checkpoint_ids))
-    text, fields, problems = metadata_columns(cols.metadata)
+    text, fields, problems = ((*cols.parsed_metadata, {}) if cols.parsed_metadata is not None
+                              else metadata_columns(cols.metadata))
     codecs = _built(built, "codec", lambda: string_array(cols.codecs) if cols.codecs is not None
                     else pa.nulls(n, pa.string()))
     codec_problems = _codec_problems(cols.codecs)
@@ -380,7 +382,8 @@ def checkpoints_batch(cols: CheckpointColumns) -> tuple[pa.Table, list[Finding]]
         "kind": constant_strings("full", n),
         "status": status,
         "status_reason": reason,
-        "size_bytes": int64_array(cols.sizes) if cols.sizes is not None else pa.nulls(n, pa.int64()),
+        "size_bytes": _built(built, "size_bytes", lambda: int64_array(cols.sizes) if cols.sizes is not None
+                             else pa.nulls(n, pa.int64())),
         "checksum": pa.nulls(n, pa.string()),
         "agent": fields.column("graph_id"),
         "codec": codecs,
@@ -424,12 +427,21 @@ def _metadata_fast(metadata: Sequence[Any]) -> tuple[pa.Array, pa.Table] | None:
     if n == 0 or joined.count(b"\n") != n - 1:
         return None
     try:
-        text = utf8_view(string_array(metadata, binary=True))
+        return metadata_joined(joined, string_array(metadata, binary=True))
+    except (TypeError, OverflowError):
+        return None
+
+
+def metadata_joined(joined: bytes, binary: pa.Array) -> tuple[pa.Array, pa.Table] | None:
+    """``metadata_columns``' fast path for metadata already joined by newlines (one value
+    per line, ``binary`` the same values as an array): None when Arrow cannot take them."""
+    try:
+        text = utf8_view(binary)
         options = pa_json.ParseOptions(explicit_schema=_metadata_fields(), unexpected_field_behavior="ignore")
         fields = pa_json.read_json(io.BytesIO(joined), parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
-    if fields.num_rows != n:
+    if fields.num_rows != len(binary):
         return None
     return text, fields.combine_chunks()
 

@@ -46,16 +46,17 @@ from lastgood.readers.langgraph_common import (
 from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph_findings import payload_findings
 from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
+from lastgood.readers.langgraph_sqlite_fetch import (ChunkFetch, drop_prefetched, file_stamp, is_live, ranges,
+                                                     take_prefetched)
 from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
-    LIVE_SUFFIXES,
     Key,
     ParentColumns,
     SideQueries,
     Skipped,
     StructureMemo,
+    chunk_columns,
     close_in_background,
     decodable_writes,
-    file_stamp,
     mark_missing_parents,
     missing_parents,
     parse_token,
@@ -67,18 +68,19 @@ from lastgood.readers.lazy import lazy_module
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
-BATCH_ROWS = 50_000
 SQLITE_HEADER = b"SQLite format 3\x00"
 TOKEN_VERSION = 1
 MMAP_LIMIT = 2**31
 
 # metadata as bytes whatever its SQLite type (TEXT that is not UTF-8 must not fail the scan);
-# rows the validation boundary rejected (lastgood.readers.langgraph_rows) are skipped by rowid
+# rows the validation boundary rejected (lastgood.readers.langgraph_rows) are skipped by rowid.
+# A listing goes by rowid ranges: each is taken column-wise (langgraph_sqlite_fetch.CHUNK_SQL)
+# when all its rows are plain, else row by row with this query
 _SKIPPED = "rowid NOT IN (SELECT value FROM json_each(?))"
 LIST_SQL = f"""
 SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
        length(checkpoint), CAST(metadata AS BLOB)
-FROM checkpoints WHERE rowid > ? AND {_SKIPPED}
+FROM checkpoints WHERE rowid > ? AND rowid <= ? AND {_SKIPPED}
 """
 MISSING_PARENTS_SQL = f"""
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id FROM checkpoints c
@@ -146,11 +148,6 @@ def sqlite_path(url: str) -> Path:
     if "://" in url:
         raise ReaderError(f"not a SQLite path or URL: {url}")
     return Path(url).expanduser()
-
-
-def is_live(path: Path) -> bool:
-    """True when a ``-wal`` or ``-journal`` file says a writer may be active."""
-    return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
 
 
 def connect_readonly(path: Path, mmap: bool = False) -> sqlite3.Connection:
@@ -291,13 +288,14 @@ class LangGraphSqliteReader(Reader):
         counts = self._counts(conn)
         token = json.dumps({"v": TOKEN_VERSION, **counts}, sort_keys=True)
         if since == token:  # nothing changed: no rows, and heads=None (unchanged)
+            drop_prefetched(self.path)
             return Scan(token=token, full=False, checkpoints=iter(()), heads=None)
         after = self._appended_after(conn, since, counts)
         full = after is None
         ck_after, wr_after = after or (0, 0)
         side = self._side_queries(wr_after)
         try:
-            return self._list(conn, token, full, ck_after, wr_after, side)
+            return self._list(conn, token, full, (ck_after, counts["checkpoints"]), wr_after, side)
         finally:
             if side is not None:
                 side.join()
@@ -311,12 +309,12 @@ class LangGraphSqliteReader(Reader):
             queries["events"] = (EVENTS_SQL.format(index=self._writes_index), (wr_after,))
         return SideQueries(lambda: connect_readonly(self.path), queries)
 
-    def _list(self, conn: sqlite3.Connection, token: str, full: bool, ck_after: int, wr_after: int,
-              side: SideQueries | None) -> Scan:
+    def _list(self, conn: sqlite3.Connection, token: str, full: bool, plan: tuple[int, list[int]],
+              wr_after: int, side: SideQueries | None) -> Scan:
         memo = StructureMemo(self._stamp)
         memo.token = token
         skipped = Skipped({})
-        tables, findings = self._checkpoint_tables(conn, ck_after, memo, skipped)
+        tables, findings = self._checkpoint_tables(conn, plan, memo, skipped)
         # the side query ran without skipping rows: its heads stand only when none was skipped
         heads_rows = side.rows("heads") if side is not None and not skipped.bad else None
         heads = self._heads(conn, skipped) if heads_rows is None else [HeadRecord(t, c, ns) for t, ns, c in heads_rows]
@@ -368,38 +366,59 @@ class LangGraphSqliteReader(Reader):
         UTF-8): the rows the validation boundary rejects, by rowid, with their findings."""
         return Skipped(sqlite_row_findings(conn.execute(ALL_ROWS_SQL, (after,))))
 
-    def _checkpoint_tables(self, conn: sqlite3.Connection, after: int, memo: StructureMemo,
+    def _checkpoint_tables(self, conn: sqlite3.Connection, plan: tuple[int, list[int]], memo: StructureMemo,
                            skipped: Skipped) -> tuple[list[pa.Table], list[Finding]]:
         """The listed rows as Arrow batches with their findings; a text column that is not
-        UTF-8 fails the fetch: then every row is judged as bytes and the listing retried."""
+        UTF-8 fails the fetch: then every row is judged as bytes and the listing retried.
+        ``plan``: list after this rowid, and the table's (max rowid, row count)."""
+        after = plan[0]
         try:
-            tables, findings = self._list_rows(conn, after, memo, skipped)
+            tables, findings = self._list_rows(conn, plan, memo, skipped)
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc).lower():
                 raise
             skipped.update(self._undecodable_rows(conn, after))
             memo.clear()
-            tables, findings = self._list_rows(conn, after, memo, skipped)
+            tables, findings = self._list_rows(conn, plan, memo, skipped)
         return tables, skipped.findings() + findings
 
-    def _list_rows(self, conn: sqlite3.Connection, after: int, memo: StructureMemo,
+    def _chunks(self, conn: sqlite3.Connection, plan: tuple[int, list[int]], skipped: Skipped) -> ChunkFetch:
+        """The listing's rowid ranges, fetched column-wise: a full listing's prefetch when
+        one is running for these files; in threads on connections of their own when no
+        writer has the database open; else on the scan's connection, in its transaction."""
+        after, (last, rows) = plan
+        if not after and not skipped.bad and (fetch := take_prefetched(self.path, self._stamp, last)):
+            return fetch
+        spans = ranges(after, last, rows)
+        if is_live(self.path) or len(spans) < 2:
+            return ChunkFetch(spans, skipped.param, conn=conn)
+        return ChunkFetch(spans, skipped.param, connect=lambda: connect_readonly(self.path, mmap=True))
+
+    def _list_rows(self, conn: sqlite3.Connection, plan: tuple[int, list[int]], memo: StructureMemo,
                    skipped: Skipped) -> tuple[list[pa.Table], list[Finding]]:
         """Batches of listed rows (column-wise), then one vectorised parent check."""
         tables: list[pa.Table] = []
         findings: list[Finding] = []
         keys: list[ParentColumns] = []
-        with gc_paused():
-            cursor = conn.execute(LIST_SQL, (after, skipped.param))
-            while rows := cursor.fetchmany(BATCH_ROWS):
-                cols = valid_columns(rows, skipped)  # the validation boundary
-                del rows
-                if cols is None:
-                    continue
-                table, batch_findings = checkpoints_batch(cols)
-                tables.append(table)
-                findings.extend(batch_findings)
-                keys.append((cols.thread_ids, cols.namespaces, cols.checkpoint_ids, cols.parent_ids))
-                memo.add_rows(cols)
+        after = plan[0]
+        fetch = self._chunks(conn, plan, skipped)
+        try:
+            with gc_paused():
+                for i, (lo, hi) in enumerate(fetch.spans):
+                    cols = chunk_columns(fetch.get(i))
+                    if cols is None:  # not plain: row by row, through the validation boundary
+                        rows = conn.execute(LIST_SQL, (lo, hi, skipped.param)).fetchall()
+                        cols = valid_columns(rows, skipped) if rows else None
+                        del rows
+                    if cols is None:
+                        continue
+                    table, batch_findings = checkpoints_batch(cols)
+                    tables.append(table)
+                    findings.extend(batch_findings)
+                    keys.append((cols.thread_ids, cols.namespaces, cols.checkpoint_ids, cols.parent_ids))
+                    memo.add_rows(cols)
+        finally:
+            fetch.cancel()
         missing = missing_parents(keys) if not after else self._missing_parents_after(conn, after, skipped)
         tables, parent_findings = mark_missing_parents(tables, missing)
         # one (chunked, zero-copy) table: the index inserts a whole full listing in one
@@ -555,16 +574,10 @@ class LangGraphSqliteReader(Reader):
             yield Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where)
             return
         type_, blob, _parent, _meta = row
-        yield from self._payload_findings("checkpoint", type_, blob, where, record.checkpoint_id)
+        yield from payload_findings("checkpoint", type_, blob, where, self.aes_key, record.checkpoint_id)
         for task_id, channel, w_type, value, _path, idx in self._write_rows(where):
             label = f"pending write {channel!r} (task {task_id}, idx {idx})"
-            yield from self._payload_findings(label, w_type, value, where, None, channel)
-
-    def _payload_findings(
-        self, label: str, type_: str | None, blob: bytes | None, where: tuple[str, str, str],
-        expected_id: str | None, channel: str | None = None,
-    ) -> Iterator[Finding]:
-        yield from payload_findings(label, type_, blob, where, self.aes_key, expected_id, channel)
+            yield from payload_findings(label, w_type, value, where, self.aes_key, None, channel)
 
 
 @contextmanager

@@ -14,20 +14,20 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from lastgood import limits
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
-from lastgood.readers.langgraph_common import CheckpointColumns, string_array
+from lastgood.readers.langgraph_common import CheckpointColumns, metadata_joined, string_array
 from lastgood.readers.langgraph_findings import codec_findings, pending_error_finding
 from lastgood.readers.langgraph_rows import NotUtf8, key_arrays, key_problem, row_finding
 from lastgood.readers.langgraph_serde import is_known_type
 from lastgood.readers.lazy import lazy_module
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
+np = lazy_module("numpy")
 
-LIVE_SUFFIXES = ("-wal", "-journal")
 WRITES_TEXT_COLUMNS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type")
 
 # --- parents ------------------------------------------------------------------------------
@@ -235,18 +235,6 @@ def _text_or_not_utf8(raw: bytes) -> str | NotUtf8:
         return NotUtf8(raw)
 
 
-def file_stamp(path: Path) -> tuple[Any, ...]:
-    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
-    stamp: list[Any] = []
-    for suffix in ("", *LIVE_SUFFIXES):
-        try:
-            info = Path(f"{path}{suffix}").stat()
-            stamp.append((info.st_size, info.st_mtime_ns))
-        except OSError:
-            stamp.append(None)
-    return tuple(stamp)
-
-
 def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:
     return values if None not in values else [v or "" for v in values]
 
@@ -290,3 +278,80 @@ def parse_token(token: str | None, version: int) -> dict[str, list[int]] | None:
         return {t: [int(value[t][0]), int(value[t][1])] for t in ("checkpoints", "writes")}
     except (KeyError, TypeError, ValueError, IndexError):
         return None
+
+
+# --- column-wise ranges (readers.langgraph_sqlite_fetch) ----------------------------------
+
+# the key columns as CHUNK_SQL concatenates them: index name, may be empty, '' stored as null
+_CHUNK_KEYS = (("run_id", False, False), ("namespace", True, False), ("checkpoint_id", False, False),
+               ("parent_id", True, True), ("codec", True, False))
+
+
+def chunk_columns(row: tuple[Any, ...] | None) -> CheckpointColumns | None:
+    """A CHUNK_SQL row as CheckpointColumns with every Arrow column built, when every row
+    of its range is plain (see readers.langgraph_sqlite_fetch); None when some row is not,
+    or the range is empty: then the range is listed row by row."""
+    if row is None or not row[0] or row[1] != row[0]:
+        return None
+    n = row[0]
+    lists: list[list[str]] = []
+    arrays: dict[str, pa.Array] = {}
+    for (name, may_be_empty, empty_is_null), buffer in zip(_CHUNK_KEYS, row[2:7]):
+        built = _split_strings(buffer or b"", n, may_be_empty, empty_is_null)
+        if built is None:
+            return None
+        lists.append(built[0])
+        arrays[name] = built[1]
+    threads, namespaces, ids, parents, codecs = lists
+    if not all(is_known_type(c) for c in set(codecs)):
+        return None
+    sizes = (row[7] or b"").split(b",")
+    metadata = row[8] or b""
+    if len(sizes) != n or metadata.count(b"\n") != n - 1:
+        return None
+    parsed = metadata_joined(metadata, _cut(metadata, n, ord("\n"), pa.binary()))
+    if parsed is None:
+        return None
+    # from_buffers: pa.array of a numpy array imports pandas
+    arrays["size_bytes"] = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.array(sizes, np.int64))])
+    return CheckpointColumns(threads, namespaces, ids, [p or None for p in parents] if "" in parents else parents,
+                             [], codecs, None, arrays=arrays, parsed_metadata=parsed)
+
+
+def _split_strings(buffer: bytes, n: int, may_be_empty: bool,
+                   empty_is_null: bool) -> tuple[list[str], pa.Array] | None:
+    """``n`` NUL-separated values as a list and a string array, when they are valid UTF-8,
+    none holds a NUL, and each is within MAX_ID_CHARS (and not empty unless allowed)."""
+    try:
+        values = buffer.decode().split("\x00")
+    except UnicodeDecodeError:
+        return None
+    if len(values) != n:
+        return None
+    array = _cut(buffer, n, 0, pa.string(), limits.MAX_ID_CHARS, may_be_empty, empty_is_null)
+    return (values, array) if array is not None else None
+
+
+def _cut(buffer: bytes, n: int, separator: int, kind: pa.DataType, limit: int | None = None,
+         may_be_empty: bool = True, empty_is_null: bool = False) -> pa.Array | None:
+    """The ``n`` values of ``buffer`` between ``separator`` bytes as an Arrow array over
+    one copy of the bytes without separators (numpy at C speed; UTF-8 checked by the caller)."""
+    raw = np.frombuffer(buffer, np.uint8)
+    at = raw == separator
+    bounds = np.empty(n + 1, np.int64)
+    bounds[0], bounds[-1] = -1, len(raw)
+    bounds[1:-1] = np.flatnonzero(at)
+    lengths = np.diff(bounds) - 1
+    if limit is not None and n and int(lengths.max()) > limit:  # bytes >= characters: the row path decides
+        return None
+    empty = lengths == 0
+    if not may_be_empty and empty.any():
+        return None
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    validity = None
+    nulls = int(empty.sum()) if empty_is_null else 0
+    if nulls:
+        validity = pa.py_buffer(np.packbits(~empty, bitorder="little"))
+    data = raw[~at] if n > 1 else raw
+    return pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)

@@ -12,9 +12,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lastgood.checks import Check
+from tests.helpers import lastgood_cli
+
 from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
 from lastgood.readers.langgraph_rows import columns_ok, key_arrays
-from lastgood.readers import langgraph_sqlite
+from lastgood.readers import langgraph_sqlite, langgraph_sqlite_fetch, prefetch
 from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,3 +172,152 @@ def test_heads_and_events_are_the_same_with_or_without_the_side_connection(
     Path(f"{db}-journal").write_bytes(b"")  # an (empty, not hot) journal: a writer may be active
     assert scanned() == quiet
     assert len(sides) == 1  # with a writer possibly active, the scan's own connection answered
+
+
+# --- column-wise ranges and the prefetch (readers.langgraph_sqlite_fetch) -----------------
+
+ID = "1f000000-0000-6000-8000-{:012d}"
+
+
+def _mixed_db(path: Path) -> Path:
+    """60 plain rows in two threads, with odd rows among them: each kind of value the
+    column-wise path must hand to the row-by-row judge, and some it may keep."""
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA.replace("NOT NULL", ""))
+    meta = json.dumps({"source": "loop", "step": 1, "graph_id": "g"}).encode()
+    for i in range(60):
+        parent = None if i in (0, 30) else ID.format(i - 1)
+        conn.execute("INSERT INTO checkpoints VALUES (?, '', ?, ?, 'msgpack', X'80', ?)",
+                     ("t" if i < 30 else "日本", ID.format(i), parent, meta))
+    odd = [  # (rowid, column, SQL value); the row of rowid r holds ID.format(r - 1)
+        (3, "thread_id", "X'74'"), (8, "metadata", "CAST('{\"step\":\n 2}' AS BLOB)"), (12, "metadata", "NULL"),
+        (17, "type", "'weird'"), (21, "parent_checkpoint_id", "'gone'"), (25, "checkpoint_id", "X'C328'"),
+        (33, "thread_id", "'a' || char(0) || 'b'"), (37, "checkpoint_id", "'" + "x" * 1025 + "'"),
+        (41, "checkpoint_ns", "NULL"), (42, "parent_checkpoint_id", "''"), (45, "checkpoint", "NULL"),
+        (49, "metadata", "'not json'"), (53, "type", "NULL"), (57, "metadata", "'{\"step\": 3}'"),
+    ]
+    for rowid, column, value in odd:
+        conn.execute(f"UPDATE checkpoints SET {column} = {value} WHERE rowid = ?", (rowid,))
+    conn.execute("UPDATE checkpoints SET checkpoint_id = CAST(checkpoint_id AS TEXT) WHERE rowid = 25")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _listing(db: Path) -> tuple[list[dict[str, object]], list[tuple[object, ...]], list[tuple[str, ...]]]:
+    with LangGraphSqliteReader(str(db)) as reader:
+        scan = reader.scan()
+        tables = list(scan.checkpoints)
+        rows = pa.concat_tables(tables).sort_by("checkpoint_id").to_pylist() if tables else []
+        findings = sorted(((f.check, f.severity, f.message, f.run_id, f.checkpoint_id) for f in scan.findings),
+                          key=repr)
+        heads = sorted(((h.run_id, h.namespace, h.checkpoint_id) for h in scan.heads or ()), key=repr)
+    return rows, findings, heads
+
+
+def _count_paths(monkeypatch: pytest.MonkeyPatch, force_rows: bool = False) -> dict[str, int]:
+    counts = {"columns": 0, "rows": 0}
+    real = langgraph_sqlite.chunk_columns
+
+    def chunk_columns(row: object) -> object:
+        cols = None if force_rows else real(row)
+        counts["columns" if cols is not None else "rows"] += 1
+        return cols
+
+    monkeypatch.setattr(langgraph_sqlite, "chunk_columns", chunk_columns)
+    return counts
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_column_wise_ranges_list_what_rows_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                live: bool) -> None:
+    """Ranges of plain rows are taken column-wise, any range with an odd row row by row:
+    rows, statuses, findings and heads are those of the row-by-row listing, whether the
+    ranges were fetched in threads (no writer) or on the scan's connection (writer)."""
+    db = _mixed_db(tmp_path / "mixed.sqlite")
+    if live:
+        Path(f"{db}-journal").write_bytes(b"")
+    monkeypatch.setattr(langgraph_sqlite_fetch, "CHUNK_ROWS", 3)
+    counts = _count_paths(monkeypatch)
+    fast = _listing(db)
+    assert counts["columns"] >= 5 and counts["rows"] >= 5  # both ways were taken
+    counts = _count_paths(monkeypatch, force_rows=True)
+    assert _listing(db) == fast
+    rows, findings, _heads = fast
+    assert len(rows) == 60 - 4  # blob thread, not-UTF-8 id, NUL in thread, 1025-char id: skipped
+    statuses = {row["checkpoint_id"]: row["status"] for row in rows}
+    assert statuses[ID.format(16)] == statuses[ID.format(20)] == statuses[ID.format(48)] == "corrupt"
+    assert statuses[ID.format(7)] == statuses[ID.format(40)] == statuses[ID.format(56)] == "ok"
+    assert {f[0] for f in findings} >= {Check.ROW_INVALID, Check.UNKNOWN_CODEC, Check.PARENT_MISSING,
+                                        Check.METADATA_INVALID}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["mixed.sqlite"] + ["mixed.sqlite-journal"] * live)
+
+
+def test_a_prefetch_is_taken_only_while_the_files_are_unchanged(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(langgraph_sqlite_fetch, "CHUNK_ROWS", 7)
+    db = _mixed_db(tmp_path / "mixed.sqlite")
+    expected = _listing(db)
+    taken: list[object] = []
+    real_take = langgraph_sqlite.take_prefetched
+    monkeypatch.setattr(langgraph_sqlite, "take_prefetched", lambda *a: taken.append(real_take(*a)) or taken[-1])
+    assert langgraph_sqlite_fetch.prefetch_url(str(db))
+    assert _listing(db) == expected and taken[-1] is not None  # the scan used the prefetch
+    assert langgraph_sqlite_fetch.prefetch_url(str(db))
+    conn = sqlite3.connect(db)  # a commit after the prefetch started: the scan reads again
+    conn.execute("INSERT INTO checkpoints VALUES ('new', '', ?, NULL, 'msgpack', X'80', '{}')", (ID.format(99),))
+    conn.commit()
+    conn.close()
+    rows, _findings, heads = _listing(db)
+    assert taken[-1] is None and len(rows) == len(expected[0]) + 1 and ("new", "", ID.format(99)) in heads
+    assert not langgraph_sqlite_fetch.prefetch_url(str(tmp_path / "absent.sqlite"))
+    (tmp_path / "plain.txt").write_text("not a database")
+    assert not langgraph_sqlite_fetch.prefetch_url(str(tmp_path / "plain.txt"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed.sqlite", "plain.txt"]
+
+
+def test_prefetch_command_starts_only_a_first_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = str(_tiny_db(tmp_path / "tiny.sqlite"))
+    home = tmp_path / "home"
+    started: list[str] = []
+    monkeypatch.setattr(langgraph_sqlite_fetch, "prefetch", lambda path: started.append(str(path)) or True)
+
+    def command(*argv: str) -> bool:
+        monkeypatch.setattr(prefetch, "_started", False)
+        return prefetch.prefetch_command(argv)
+
+    assert command("index", db, "--home", str(home)) and started == [db]
+    assert command("--home", str(home), "ls", db, "--status", "ok")
+    assert command(f"--home={home}", "show", db, "abc", "--format", "json")
+    assert not command("ui", db, "--home", str(home))
+    assert not command("index", db, "--home", str(home), "--reader", "native")
+    assert not command("index", f"postgresql://h/{db}", "--home", str(home))
+    assert not command("index", str(tmp_path / "nothing.sqlite"), "--home", str(home))
+    home.mkdir()
+    (home / "index.duckdb").write_bytes(b"")
+    assert not command("index", db, "--home", str(home))  # an index exists: maybe a reopen
+    assert len(started) == 3
+    monkeypatch.setattr(prefetch, "_started", True)
+    assert not prefetch.prefetch_command(["index", db, "--home", str(tmp_path / "other")])  # once per process
+
+
+def test_cli_index_with_prefetch_matches_the_api_and_writes_nothing(tmp_path: Path) -> None:
+    """The console script prefetches a first listing (fresh home); the index it builds is
+    the one the API builds, and the store's folder gains no file."""
+    (tmp_path / "store").mkdir()
+    db = _mixed_db(tmp_path / "store" / "mixed.sqlite")
+    done = lastgood_cli("index", str(db), "--format", "json", home=tmp_path / "home", check_json=True)
+    report = json.loads(done.stdout)
+    from lastgood.config import load_settings
+    from lastgood.stores import index_store, open_catalog
+    from lastgood.verify import store_findings
+
+    catalog = open_catalog(load_settings(tmp_path / "api"))
+    summary = index_store(catalog, str(db))
+    found = store_findings(catalog, summary.store.store_id)
+    assert report["checkpoints_read"] == summary.refresh.checkpoints == 56
+    def keys(findings: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return sorted((f["check"], f["severity"], f["message"], str(f.get("checkpoint_id"))) for f in findings)
+
+    assert keys(report["findings"]) == keys(found) and len(found) >= 8
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mixed.sqlite"]
