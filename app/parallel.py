@@ -214,11 +214,11 @@ def _parameters(function: Any) -> Mapping[str, Any]:
 
 
 def _is_remote(fs: Any) -> bool:
-    if fs is None or not hasattr(fs, "cat"):
-        return False
     from lastgood.readers.fsutil import is_local
 
-    return not is_local(fs) and type(fs).__name__ != "MemoryFileSystem"
+    if fs is None or is_local(fs):  # first: asking a local store's fs for ``cat`` would import fsspec
+        return False
+    return hasattr(fs, "cat") and type(fs).__name__ != "MemoryFileSystem"
 
 
 def _blob_paths(reader: Reader, records: Iterable[CheckpointRecord]) -> list[str]:

@@ -10,8 +10,12 @@ Targets (PRODUCT.md):
   --format json``, index warm), against ``sha256sum`` over the same files with the
   same number of parallel processes (``xargs -P N``). Throughput = blob bytes /
   wall time of the whole command; the in-process verify phase is reported too.
-  Two stores of the same states: JSON and msgpack codecs (full checkpoints, ~600 KB
-  agent states: 1,000 chat messages and 2,000 floats each).
+  Stores of the same states: JSON and msgpack codecs (full checkpoints, ~600 KB
+  agent states: 1,000 chat messages and 2,000 floats each). Headline rows: stores of
+  ≥ 1 GiB of blobs each (``--big-runs`` × ``--big-steps``; generated once, cached in
+  benchmarks/.cache), where throughput is what is measured; reference rows: the
+  ~116 MiB stores (``--runs`` × ``--steps``), where the command's fixed cost (process
+  start, imports, opening the index) is a visible share.
 * verify on S3: ≥ 5× faster than a loop of sequential GETs of the same objects. The
   endpoint is moto's server (as the tests use), started in its own process; the
   store (``--s3-objects`` small agent states of a few KB, the tests' helper) is
@@ -60,6 +64,7 @@ SECTION = "verify"
 CACHE = ROOT / "benchmarks" / ".cache"
 LASTGOOD = str(Path(sys.executable).with_name("lastgood"))
 LOCAL_TARGET = 0.8
+QUIET_IDLE = 0.7  # idle CPU share before a row for its wall time to count as quiet
 S3_TARGET = 5.0
 
 WRITE_STORE = """
@@ -149,19 +154,22 @@ def verify(store: str, home: Path, workers: int | None = None,
     return child.wall, json.loads(child.stdout), cpu
 
 
-def bench_local(codec: str, runs: int, steps: int, repeat: int) -> list[dict[str, Any]]:
+def bench_local(codec: str, runs: int, steps: int, repeat: int, role: str) -> list[dict[str, Any]]:
     store = local_store(codec, runs, steps)
     files = blob_files(store)
     size = sum(p.stat().st_size for p in files)
     home = Path(tempfile.mkdtemp(prefix="bench-verify-"))
     try:
         verify(str(store), home, 1)  # index, and read every blob once (page cache warm, index warm)
+        sha256sum(files, 1)  # sha256sum's files in the page cache as well (the same files)
         usable = len(os.sched_getaffinity(0))
         rows = []
         for workers in sorted({1, 2, usable}):
             anchor, ours, phase, anchor_cpu, ours_cpu = [], [], [], [], []
+            idle: float | None = 1.0
             for _ in range(repeat):
-                idle = wait_for_idle(timeout=20)
+                seen = wait_for_idle(timeout=20)
+                idle = None if seen is None or idle is None else min(idle, seen)
                 wall, cpu = sha256sum(files, workers)
                 anchor.append(wall)
                 anchor_cpu.append(cpu)
@@ -170,9 +178,11 @@ def bench_local(codec: str, runs: int, steps: int, repeat: int) -> list[dict[str
                 ours.append(wall)
                 ours_cpu.append(cpu)
                 phase.append(report["seconds"])
-            rows.append({"codec": codec, "workers": workers, "files": len(files), "bytes": size,
+            rows.append({"role": role, "codec": codec, "workers": workers, "all": workers == usable,
+                         "files": len(files), "bytes": size,
                          "sha256sum": min(anchor), "lastgood": min(ours), "verify_phase": min(phase),
-                         "sha256sum_cpu": min(anchor_cpu), "lastgood_cpu": min(ours_cpu), "idle": idle})
+                         "sha256sum_cpu": min(anchor_cpu), "lastgood_cpu": min(ours_cpu), "idle": idle,
+                         "repeat": repeat})
         return rows
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -233,22 +243,45 @@ def _wait_for(endpoint: str, timeout: float = 30.0) -> None:
 
 def report(local: list[dict[str, Any]], s3: dict[str, Any] | None, info: dict[str, Any]) -> str:
     lines = ["## Verify (`lastgood verify --read-data`)", "",
-             "Local: throughput per core of the whole command (index warm) next to `sha256sum` over the "
-             "same blob files with as many processes as workers. Target: ≥ 0.8× per core.", ""]
+             "Local: throughput per core of the whole command (`lastgood verify STORE --read-data --workers N "
+             "--format json`, index warm, page cache warm) next to the whole `sha256sum` process over the same "
+             "blob files with as many processes as workers (`xargs -P N`). Target: ≥ 0.8× per core, by wall "
+             "time on a quiet machine and by CPU time. Headline: the ≥ 1 GiB stores; reference: the ~116 MiB "
+             "stores (there the command's fixed cost is a visible share).", ""]
     rows = []
     for r in local:
         ours = r["bytes"] / r["lastgood"] / r["workers"]
         anchor = r["bytes"] / r["sha256sum"] / r["workers"]
-        rows.append([r["codec"], r["workers"], f"{r['files']} files, {fmt_bytes(r['bytes'])}",
+        by_cpu = r["sha256sum_cpu"] / r["lastgood_cpu"]
+        met = ours / anchor >= LOCAL_TARGET and by_cpu >= LOCAL_TARGET
+        rows.append([r["role"], r["codec"], f"{r['workers']}{' (all)' if r['all'] else ''}",
+                     f"{r['files']} files, {fmt_bytes(r['bytes'])}",
                      f"{fmt_bytes(anchor)}/s", f"{fmt_bytes(ours)}/s",
                      f"{fmt_bytes(r['bytes'] / r['verify_phase'] / r['workers'])}/s",
-                     f"{ours / anchor:.2f}×", "met" if ours / anchor >= LOCAL_TARGET else "missed",
-                     f"{r['sha256sum']:.2f} / {r['sha256sum_cpu']:.2f}", f"{r['lastgood']:.2f} / {r['lastgood_cpu']:.2f}",
-                     f"{r['sha256sum_cpu'] / r['lastgood_cpu']:.2f}×",
-                     f"{r['idle']:.0%}" if r["idle"] is not None else "-"])
-    lines.append(markdown_table(["codec", "workers", "blobs", "sha256sum per core", "lastgood per core",
-                                 "verify phase per core", "ratio", "target 0.8×", "sha256sum wall / CPU s",
-                                 "lastgood wall / CPU s", "ratio by CPU", "idle CPU before"], rows))
+                     f"{ours / anchor:.2f}×", f"{r['sha256sum']:.2f} / {r['sha256sum_cpu']:.2f}",
+                     f"{r['lastgood']:.2f} / {r['lastgood_cpu']:.2f}", f"{by_cpu:.2f}×",
+                     "met" if met else "missed", f"{r['idle']:.0%}" if r["idle"] is not None else "-"])
+    lines.append(markdown_table(["store", "codec", "workers", "blobs", "sha256sum per core", "lastgood per core",
+                                 "verify phase per core", "ratio (wall)", "sha256sum wall / CPU s",
+                                 "lastgood wall / CPU s", "ratio (CPU)", "target 0.8× (wall and CPU)",
+                                 "idle CPU before"], rows))
+    headline = [r for r in local if r["role"] == "headline"]
+    if headline:
+        walls = [r["sha256sum"] / r["lastgood"] for r in headline]
+        cpus = [r["sha256sum_cpu"] / r["lastgood_cpu"] for r in headline]
+        quiet = all(r["idle"] is not None and r["idle"] >= QUIET_IDLE for r in headline)
+        by_wall, by_cpu = min(walls) >= LOCAL_TARGET, min(cpus) >= LOCAL_TARGET
+        if by_wall and by_cpu and quiet:
+            verdict = "**target met** (every headline row, by wall on a quiet machine and by CPU)"
+        elif by_wall and by_cpu:
+            verdict = (f"met by CPU and by wall, but the machine was not quiet before every row (idle share below "
+                       f"{QUIET_IDLE:.0%}), so the wall figures are indicative only")
+        else:
+            verdict = "**target missed** by " + " and ".join(
+                name for name, ok in (("wall", by_wall), ("CPU", by_cpu)) if not ok)
+        lines += ["", f"Headline rows: {min(walls):.2f}–{max(walls):.2f}× per core by wall, "
+                  f"{min(cpus):.2f}–{max(cpus):.2f}× by CPU ({len(headline)} rows, best of "
+                  f"{headline[0]['repeat']} each): {verdict}."]
     if s3:
         ratio_phase = s3["sequential"] / s3["verify_phase"]
         ratio_cmd = s3["sequential"] / s3["lastgood"]
@@ -264,21 +297,64 @@ def report(local: list[dict[str, Any]], s3: dict[str, Any] | None, info: dict[st
                   f"Ceiling on this server: the same GETs need {s3['sequential_server_cpu']:.2f} s of its CPU, so no "
                   f"client can beat the loop by more than {ceiling:.1f}×. Target ≥ 5×: "
                   f"{'met' if ratio_phase >= S3_TARGET else 'missed'}."]
+        lines += ["", S3_NOTES]
     lines += ["", f"Machine: {machine_line(info)}.", "", ANALYSIS]
     return "\n".join(lines)
 
 
-ANALYSIS = """Where the time goes (in-process profile of the data check, 1 worker, after issue #9's
-work): the safety walks (`readers/validate.py`) used to take ~70 %; they are now one level-by-level walk
-whose per-value work runs in C (~4× faster), and the native reader's second walk (`cost` of the state
-just checked) is answered from it. What remains, JSON codec: `json.loads` ~30 %, reading the files ~30 %,
-the bounds walk ~15 %, the NaN/Inf content check ~12 %, hashing ~7 %. msgpack codec: the native decoder's
-Python hook per map (`readers/native_format.py` `_pairs_as_dict`, not changed here) dominates. Python
-objects for every value cannot be built at `sha256sum`'s per-byte speed, so the whole command stays well
-below 0.8× per core. On moto the S3 server is one Python process answering one request at a time
-(its CPU time per GET is measured above): the GETs alone need that much server time, which bounds
-what any client-side concurrency can gain; verify also lists the blobs for its structure check on the
-same server."""
+ANALYSIS = """Why the headline rows use the ≥ 1 GiB stores: the target is a throughput, and throughput
+is what a big store measures. A whole `lastgood verify` also pays a fixed cost per run — starting
+Python, importing the CLI (~0.15–0.2 s of CPU, most of it DuckDB, which holds the index), opening the
+index and recording the results (~0.3 s of CPU in all) — that `sha256sum` does not. On ~116 MiB that
+fixed cost is a third of the command, so the reference rows show it honestly and stay below the
+headline; from ~1 GiB on it is a few per cent, and the rows measure the per-byte work. Both sides are
+still whole processes over the same files, per core, with wall and CPU time. On this 2-CPU machine
+"all cores" is 2, so the rows are 1 and 2 workers.
+
+What the data check does per blob (issue #9's throughput work): read the file (one bounded read),
+sha256 (OpenSSL, ~1.4 GiB/s), decode, check the bounds, take the state's shape for drift, and the
+NaN/±Inf content check. Decoding takes a fast path first and keeps the exact path for everything it
+cannot answer identically (tests/test_integrity_fastpath.py holds each to the other on random and
+damaged payloads: same value and types, or the same finding and message):
+
+- JSON: orjson, with `json.loads` as the fallback for what orjson refuses (NaN/Infinity tokens, lone
+  surrogates, a BOM, UTF-16, numbers past a double, nesting past 1024) and for any value holding a
+  float of magnitude ≥ 2**63 (orjson reads an integer past 64 bits as a float; `json.loads` keeps the
+  int). orjson's own nesting limit (1024) is above Lastgood's (200), so it does not replace the bounds
+  check.
+- msgpack: maps built in C (no Python hook per map); the per-map hook only when a key is not plain
+  (bytes, list or map keys, which the hook turns into text) or the C decode fails.
+- Bounds: a decoded value costs at most 1 (JSON) or 3 (msgpack) per encoded byte, so below 4 MB /
+  1.33 MB the cost cannot pass `MAX_STATE_COST` and only the depth is walked (`validate.nests_deeper`:
+  only containers go on to the next level; the same walk collects key types and checks floats).
+  Bigger payloads get the full walk as before. The cost, no longer measured for every state, is
+  measured when a patch needs its base's.
+- NaN/±Inf: orjson refuses those tokens and numbers past a double, so a state it decoded has none;
+  msgpack states whose floats the bounds walk saw all finite neither. Those states skip the content
+  check's walk (a mark per state, kept only inside a verify chunk); all others are checked as before.
+- The cyclic GC is paused while a data chunk is checked (decoded states are many fresh containers
+  without cycles), and data chunks are cut at 32 MiB of blobs as well as 256 checkpoints, so 2
+  workers share ~1 GiB in ~35 chunks rather than 8.
+
+Where the time goes now (in-process, per blob of the ~116 MiB stores, GC off, CPU): JSON — orjson
+decode ~35 %, bounds walk ~34 %, sha256 ~24 %, reading ~6 %, shape <1 %; msgpack — C decode ~34 %,
+bounds walk (with key types) ~37 %, sha256 ~22 %, reading ~7 %: ~320–350 MiB/s of CPU for the data
+check against `sha256sum`'s ~230 MiB/s. Before this work the verify phase ran at ~148 MiB/s of CPU
+(`json.loads` or the per-map hook, the full cost walk, and a msgpack re-pack of every state for the
+NaN check).
+
+On moto the S3 server is one Python process answering one request at a time (its CPU time per GET is
+measured above): the GETs alone need that much server time, which bounds what any client-side
+concurrency can gain; verify also lists the blobs for its structure check on the same server."""
+
+S3_NOTES = """S3, what each side does: the anchor is one fresh process sending one GET per object in a loop
+(`cat_file(path, max_concurrency=1)`; s3fs's default sends a HEAD before each GET, which the old
+anchor and the old verify both paid). Verify sends one GET per blob too (no HEAD; sizes come from the
+catalog), 256 per multi-path `cat` with fsspec's bounded concurrency, and fetches the next chunk while
+it checks one; it also lists the blobs once for its structure check. moto's server answers the GETs
+one at a time in one Python process, so on this server no client can beat the loop by more than the
+ceiling above. The 5× target needs an endpoint that serves requests in parallel; with moto it is out
+of reach, and latency was not faked to make it look otherwise."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--big-runs", type=int, default=16, help="headline stores: runs (≥ 1 GiB of blobs)")
+    parser.add_argument("--big-steps", type=int, default=120)
+    parser.add_argument("--no-big", action="store_true", help="reference rows only")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-s3", action="store_true")
     parser.add_argument("--s3-objects", type=int, default=400, help="small agent states written to S3")
@@ -293,12 +372,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     info = machine_info(("duckdb", "fsspec", "s3fs", "moto", "msgpack"))
-    local = [row for codec in ("json", "msgpack") for row in bench_local(codec, args.runs, args.steps, args.repeat)]
+    local = [] if args.no_big else [row for codec in ("json", "msgpack")
+                                    for row in bench_local(codec, args.big_runs, args.big_steps, args.repeat, "headline")]
+    local += [row for codec in ("json", "msgpack")
+              for row in bench_local(codec, args.runs, args.steps, args.repeat, "reference")]
     s3 = None if args.no_s3 else bench_s3(4, max(1, args.s3_objects // 4))
     text = report(local, s3, info)
-    print(text_table(["codec", "workers", "sha256sum s", "lastgood s", "verify phase s", "sha256sum CPU s",
+    print(text_table(["store", "codec", "workers", "sha256sum s", "lastgood s", "verify phase s", "sha256sum CPU s",
                       "lastgood CPU s"],
-                     [[r["codec"], r["workers"], f"{r['sha256sum']:.2f}", f"{r['lastgood']:.2f}",
+                     [[r["role"], r["codec"], r["workers"], f"{r['sha256sum']:.2f}", f"{r['lastgood']:.2f}",
                        f"{r['verify_phase']:.2f}", f"{r['sha256sum_cpu']:.2f}", f"{r['lastgood_cpu']:.2f}"]
                       for r in local]))
     print(text)
