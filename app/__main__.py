@@ -2,9 +2,9 @@
 
 import sys
 
-from lastgood.readers.prefetch import prefetch_command
+from lastgood.prefetch import prefetch_command
 
-prefetch_command(sys.argv[1:])  # before lastgood.cli's imports (see lastgood.readers.prefetch)
+prefetch_command(sys.argv[1:])  # before lastgood.cli's imports (see lastgood.prefetch)
 
 from lastgood.cli import entry  # noqa: E402
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lastgood.readers.prefetch import prefetch_script
+from lastgood.prefetch import prefetch_script
 
 prefetch_script()  # `lastgood index DB`: a store's first listing starts before the imports below
 

@@ -17,7 +17,8 @@ from tests.helpers import lastgood_cli
 
 from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
 from lastgood.readers.langgraph_rows import columns_ok, key_arrays
-from lastgood.readers import langgraph_sqlite, langgraph_sqlite_fetch, prefetch
+from lastgood import prefetch
+from lastgood.readers import langgraph_sqlite, langgraph_sqlite_fetch
 from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
