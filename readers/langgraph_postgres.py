@@ -32,7 +32,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,6 +59,7 @@ from lastgood.readers.langgraph_common import (
     parse_metadata,
     sort_writes,
 )
+from lastgood.readers.langgraph_postgres_fetch import in_snapshot, in_thread, split_parts, stream_rows
 from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
 from lastgood.readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
@@ -111,20 +112,25 @@ WHERE {_AFTER} AND c.parent_checkpoint_id IS NOT NULL AND c.parent_checkpoint_id
 AND NOT EXISTS (SELECT 1 FROM checkpoints p WHERE p.thread_id = c.thread_id
     AND p.checkpoint_ns = c.checkpoint_ns AND p.checkpoint_id = c.parent_checkpoint_id)
 """
-# The blobs a checkpoint introduced: its updated_channels (v4), else all it references.
+# The blobs a checkpoint introduced: its updated_channels (v4), else all it references,
+# minus the channels whose value is inline in channel_values (primitives have no blob row).
+# The checkpoint's parts are extracted once per row (OFFSET 0 keeps the subquery whole).
 # (Every jsonb function is guarded by jsonb_typeof: one damaged row must not fail the scan.)
 _VERSIONS = """CASE jsonb_typeof(c.checkpoint -> 'channel_versions')
     WHEN 'object' THEN c.checkpoint -> 'channel_versions' ELSE '{}' END"""
-_INTRODUCED = f"""jsonb_array_elements_text(CASE jsonb_typeof(c.checkpoint -> 'updated_channels')
-    WHEN 'array' THEN c.checkpoint -> 'updated_channels'
-    ELSE to_jsonb(ARRAY(SELECT jsonb_object_keys({_VERSIONS}))) END)"""
+_PARTS = f"""(SELECT {_VERSIONS} AS versions, CASE jsonb_typeof(c.checkpoint -> 'channel_values')
+        WHEN 'object' THEN c.checkpoint -> 'channel_values' ELSE '{{}}' END AS inline,
+    c.checkpoint -> 'updated_channels' AS updated OFFSET 0) AS p"""
+_INTRODUCED = """jsonb_array_elements_text(CASE jsonb_typeof(p.updated) WHEN 'array' THEN p.updated
+    ELSE to_jsonb(ARRAY(SELECT jsonb_object_keys(p.versions))) END)"""
 # One primary-key lookup per blob (LATERAL ... LIMIT 1, like LangGraph's prune
 # SQL); pg_column_size reads the stored (TOAST) size without fetching the blob.
-_BLOB_SIZES = f"""coalesce((SELECT sum(s.size) FROM {_INTRODUCED} AS u(channel)
+_BLOB_SIZES = f"""coalesce((SELECT sum(s.size) FROM {_PARTS} CROSS JOIN LATERAL {_INTRODUCED} AS u(channel)
     CROSS JOIN LATERAL (SELECT pg_column_size(b.blob) AS size FROM checkpoint_blobs b
         WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-        AND b.channel = u.channel AND b.version = c.checkpoint -> 'channel_versions' ->> u.channel
-        LIMIT 1) AS s), 0)"""
+        AND b.channel = u.channel AND b.version = p.versions ->> u.channel
+        LIMIT 1) AS s
+    WHERE NOT p.inline ? u.channel), 0)"""
 SCAN_SQL = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULLIF(c.parent_checkpoint_id, ''),
        convert_to(c.metadata::text, 'UTF8'), (pg_column_size(c.checkpoint) + {blobs})::int8
@@ -421,35 +427,49 @@ class LangGraphPostgresReader(Reader):
         whole store in its snapshot, for :meth:`listed_structure`."""
         sql = SCAN_SQL.format(blobs=_BLOB_SIZES if self.blob_sizes else "0")
         self._listed, listed, skipped = None, 0, set()
+        conns, structure = [conn], None
         try:
-            with conn.cursor(name="lastgood_scan") as cur:
-                cur.itersize = BATCH_ROWS
-                cur.execute(sql, {"cutoff": cutoff})
-                while rows := cur.fetchmany(BATCH_ROWS):
-                    valid = valid_rows(rows, findings, KEY_COLUMNS)  # the validation boundary
-                    if len(valid) != len(rows):
-                        skipped |= {tuple(r[:3]) for r in rows} - {tuple(r[:3]) for r in valid}
-                    if valid:
-                        listed += len(valid)
-                        yield self._batch(valid, orphans, findings)
+            parts, params, snapshot = (split_parts(conn, sql, self._scan_connection) if not cutoff
+                                       else ([(conn, sql)], {}, None))
+            conns = [part[0] for part in parts]
+            if snapshot:  # the whole-store structure check beside the listing, in its snapshot
+                side = in_snapshot(self._scan_connection, snapshot)
+                conns.append(side)
+                structure = in_thread(lambda: self._store_structure(side))
+            for rows in stream_rows(parts, {"cutoff": cutoff, **params}, BATCH_ROWS):
+                valid = valid_rows(rows, findings, KEY_COLUMNS)  # the validation boundary
+                if len(valid) != len(rows):
+                    skipped |= {tuple(r[:3]) for r in rows} - {tuple(r[:3]) for r in valid}
+                if valid:
+                    listed += len(valid)
+                    yield self._batch(valid, orphans, findings)
             if not cutoff:
-                self._listed = self._store_structure(conn, token, listed, skipped)
+                found = structure() if structure else self._store_structure(conn)
+                if skipped:  # the rows the listing rejected have their finding already
+                    found = [f for f in found if (f.run_id, f.namespace or "", f.checkpoint_id) not in skipped]
+                self._listed = _Listed(token, listed, found)
         except psycopg.Error as exc:
             raise self._db_error(exc) from None
         finally:
+            if structure is not None and self._listed is None:  # unwinding: let its queries end first
+                with suppress(BaseException):
+                    structure()
             with self._lock:
-                if conn in self._scans:
-                    self._scans.remove(conn)
-            conn.close()
+                self._scans = [c for c in self._scans if c not in conns]
+            for used in conns:
+                used.close()
 
-    def _store_structure(self, conn: psycopg.Connection[Any], token: str, listed: int,
-                         skipped: set[Key]) -> _Listed:
-        """The structure findings of every listed checkpoint (rows the listing skipped have theirs)."""
+    def _scan_connection(self) -> psycopg.Connection[Any]:
+        """Another read-only connection for the listing, closed by :meth:`close` too."""
+        conn = connect_readonly(self.url)
+        with self._lock:
+            self._scans.append(conn)
+        return conn
+
+    def _store_structure(self, conn: psycopg.Connection[Any]) -> list[Finding]:
+        """The structure findings of every checkpoint in ``conn``'s snapshot."""
         with conn.cursor() as cur:
-            found = self._structure(cur, (STORE_ROWS_SQL, STORE_BLOBS_SQL, STORE_WRITES_SQL))
-        if skipped:
-            found = [f for f in found if (f.run_id, f.namespace or "", f.checkpoint_id) not in skipped]
-        return _Listed(token, listed, found)
+            return self._structure(cur, (STORE_ROWS_SQL, STORE_BLOBS_SQL, STORE_WRITES_SQL))
 
     @staticmethod
     def _batch(rows: Sequence[tuple[Any, ...]], orphans: set[Key], findings: list[Finding]) -> pa.Table:

@@ -483,3 +483,51 @@ def test_index_records_the_same_with_and_without_the_listed_answer(
         results.append((rows, found))
     assert results[0] == results[1]
     assert {f[1] for f in results[0][1]} >= {"pending-error", "unknown-codec", "undecodable", "id-mismatch"}
+
+
+def test_listing_split_across_two_connections_lists_the_same(
+        every_damage_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Halves by page range on two connections sharing one snapshot (structure checks on a
+    third, beside them) list exactly what one connection lists, findings included."""
+    import threading
+
+    from lastgood.readers import langgraph_postgres as pg_reader
+    from lastgood.readers import langgraph_postgres_fetch as fetch
+
+    with psycopg.connect(every_damage_dsn) as conn:
+        pages = conn.execute("SELECT pg_relation_size('checkpoints') / 8192").fetchone()[0]
+    assert pages >= 2  # both halves hold rows
+    results, opened = [], []
+    real_connect = pg_reader.connect_readonly
+    monkeypatch.setattr(pg_reader, "connect_readonly", lambda url: opened.append(url) or real_connect(url))
+    monkeypatch.setattr(pg_reader, "BATCH_ROWS", 3)  # many batches from each half
+    for split in (False, True):
+        monkeypatch.setattr(fetch, "MIN_SPLIT_PAGES", 1 if split else 10**9)
+        opened.clear()
+        with LangGraphPostgresReader(every_damage_dsn) as reader:
+            records, scan = _records(reader)
+            listed = reader.listed_structure(scan.token)
+            assert listed is not None and not reader._scans  # every listing connection closed
+        assert len(opened) == (4 if split else 2)  # the reader's own, the listing's (+ half, + structure)
+        results.append((sorted(map(repr, records)), sorted(map(repr, scan.findings)),
+                        listed[0], sorted(map(repr, listed[1]))))
+    assert results[0] == results[1]
+    assert not [t for t in threading.enumerate() if t.name.startswith("lastgood-pg-")]
+
+
+def test_listing_stopped_early_ends_its_threads_and_connections(
+        every_damage_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from lastgood.readers import langgraph_postgres as pg_reader
+    from lastgood.readers import langgraph_postgres_fetch as fetch
+
+    monkeypatch.setattr(fetch, "MIN_SPLIT_PAGES", 1)
+    monkeypatch.setattr(pg_reader, "BATCH_ROWS", 2)
+    with LangGraphPostgresReader(every_damage_dsn) as reader:
+        scan = reader.scan()
+        first = next(scan.checkpoints)
+        assert first.num_rows == 2 and len(reader._scans) == 3  # the listing, its other half, the structure
+        scan.checkpoints.close()  # type: ignore[attr-defined]
+        assert not reader._scans and reader.listed_structure(scan.token) is None
+    assert not [t for t in threading.enumerate() if t.name.startswith("lastgood-pg-")]
