@@ -61,10 +61,11 @@ Range = tuple[int, int]  # rowid > lo AND rowid <= hi
 
 def ranges(after: int, last: int, rows: int) -> list[Range]:
     """Rowid ranges after ``after`` up to ``last`` holding ~CHUNK_ROWS rows each when
-    rowids are dense; never more ranges than ``rows`` / CHUNK_ROWS + 1, however sparse."""
+    rowids are dense; never more ranges than ``rows`` (the table's) / CHUNK_ROWS + 1,
+    however sparse, nor more than the rowids after ``after`` need."""
     if last <= after:
         return []
-    count = max(1, -(-max(rows, 1) // CHUNK_ROWS))
+    count = max(1, -(-min(max(rows, 1), last - after) // CHUNK_ROWS))
     span = -(-(last - after) // count)
     return [(lo, min(lo + span, last)) for lo in range(after, last, span)]
 

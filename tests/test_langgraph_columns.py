@@ -322,3 +322,15 @@ def test_cli_index_with_prefetch_matches_the_api_and_writes_nothing(tmp_path: Pa
 
     assert keys(report["findings"]) == keys(found) and len(found) >= 8
     assert sorted(p.name for p in db.parent.iterdir()) == ["mixed.sqlite"]
+
+
+@pytest.mark.parametrize("after, last, rows", [(0, 100_800, 100_800), (100_790, 100_800, 100_800),
+                                               (0, 2**62, 10), (7, 7, 3), (0, 5, 0)])
+def test_ranges_cover_every_rowid_once_in_a_bounded_number_of_queries(after: int, last: int, rows: int) -> None:
+    spans = langgraph_sqlite_fetch.ranges(after, last, rows)
+    assert len(spans) <= rows // langgraph_sqlite_fetch.CHUNK_ROWS + 1
+    if last > after:
+        assert spans[0][0] == after and spans[-1][1] == last
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(spans, spans[1:]))
+    else:
+        assert spans == []
