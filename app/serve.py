@@ -102,7 +102,7 @@ def _refresh_in_child(index_path: str, pending: list[StartupRefresh], reader_nam
         try:
             child = subprocess.Popen(startup_index.command(index_path, list(by_url), reader_name, check),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                                     text=True)
+                                     text=True, env=startup_index.command_env())
         except OSError:
             return
         _children.append(child)
@@ -200,13 +200,25 @@ def shutdown(code: int = 0) -> None:
 
     from lastgood import background
 
-    for child in _children:
-        if child.poll() is None:
-            child.kill()  # a never-seen store's refresh still running: it leaves the index consistent
+    _end_children()
     background.cancel_all()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _end_children() -> None:
+    """Kill a never-seen store's indexing still running (the index keeps its last commit) and
+    reap it, so nothing of the dashboard outlives it."""
+    import subprocess
+
+    for child in _children:
+        if child.poll() is None:
+            child.kill()
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def public_urls(stores: Sequence[str], home: str | Path) -> tuple[list[str], bool]:

@@ -16,12 +16,16 @@ starts, and prints one JSON line per store as it finishes::
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 NO_READER = "-"  # READER when the command named none
+PARENT_ENV = "LASTGOOD_STARTUP_PARENT"  # the dashboard's process id, set by command_env()
+PR_SET_PDEATHSIG = 1
 
 
 def command(index_path: str, urls: Sequence[str], reader_name: str | None, check: str) -> list[str]:
@@ -30,8 +34,15 @@ def command(index_path: str, urls: Sequence[str], reader_name: str | None, check
             reader_name or NO_READER, *urls]
 
 
+def command_env() -> dict[str, str]:
+    """The child's environment: this one (LASTGOOD_HOME names the index and the credentials), and
+    the dashboard's process id, so the child ends with it."""
+    return {**os.environ, PARENT_ENV: str(os.getpid())}
+
+
 def main(argv: Sequence[str], out: TextIO) -> int:
     index_path, check, reader, *urls = argv
+    _end_with_parent()
     from lastgood.catalog import Catalog
 
     try:
@@ -42,6 +53,20 @@ def main(argv: Sequence[str], out: TextIO) -> int:
         for url in urls:
             _report(out, {"url": url, "error": _error(exc)})
     return 0
+
+
+def _end_with_parent() -> None:
+    """End when the dashboard's process ends, however it ends (Linux: the parent-death signal;
+    a refresh killed half-way leaves the index as its last commit left it)."""
+    parent = int(os.environ.get(PARENT_ENV) or 0)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the dashboard's shutdown still ends this process
+        pass
+    if parent and os.getppid() != parent:  # the dashboard ended before the signal was set
+        os._exit(1)
 
 
 def _refresh(catalog: Any, url: str, reader_name: str | None, check: str) -> dict[str, Any]:
