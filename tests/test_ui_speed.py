@@ -156,6 +156,48 @@ def test_a_child_that_dies_marks_its_stores_failed(store, monkeypatch) -> None:
     assert "exit 1" in str(refresh.error) and "refresh crashed" in str(refresh.error)
 
 
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_the_startup_indexing_child_ends_with_the_dashboard(store) -> None:
+    """Killed however (here SIGKILL, no shutdown hook), the dashboard takes its indexing child
+    with it: the child, kept waiting on the index's lock, must not live on."""
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    Catalog(index_path).close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('locked', flush=True); time.sleep(120)", index_path],
+                              stdout=subprocess.PIPE, text=True)
+    dashboard = subprocess.Popen([sys.executable, "-c", "import sys, time; from lastgood import serve; "
+                                  "serve.refresh_in_background(sys.argv[1], [sys.argv[2]]); time.sleep(120)",
+                                  index_path, url])
+    try:
+        assert holder.stdout.readline().strip() == "locked"  # the child will wait on the lock (15 s)
+        deadline = time.monotonic() + 30
+        while not (children := _children_of(dashboard.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert children, "no indexing child started"
+        time.sleep(1.0)  # the child is past its start
+        dashboard.kill()
+        dashboard.wait(10)
+        deadline = time.monotonic() + 8  # well before its lock wait would end
+        while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+    finally:
+        for proc in (dashboard, holder):
+            proc.kill()
+            proc.wait(10)
+
+
 def test_public_urls_keep_secrets_out_of_the_command_line(tmp_path: Path) -> None:
     urls, had_secret = serve.public_urls(["postgresql://me:Sekret-9@db.example/x", str(tmp_path)],
                                          tmp_path / "home")
