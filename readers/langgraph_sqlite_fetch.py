@@ -149,7 +149,6 @@ class ChunkFetch:
 class Prefetch:
     stamp: tuple[Any, ...]
     last: int
-    rows: int
     fetch: ChunkFetch
 
 
@@ -202,7 +201,7 @@ def prefetch(path: Path) -> bool:
     fetch = ChunkFetch(ranges(0, last, rows), "[]", connect=lambda: connect_immutable(path))
     with _LOCK:
         old = _PREFETCHED.pop(str(path.resolve()), None)
-        _PREFETCHED[str(path.resolve())] = Prefetch(stamp, last, rows, fetch)
+        _PREFETCHED[str(path.resolve())] = Prefetch(stamp, last, fetch)
     if old is not None:
         old.fetch.cancel()
     return True
