@@ -91,7 +91,7 @@ from lastgood.readers.langgraph_postgres_sql import (
     UNKNOWN_BLOB_CODECS_SQL,
     WRITES_SQL,
 )
-from lastgood.readers.langgraph_rows import key_problem, valid_rows
+from lastgood.readers.langgraph_rows import columns_ok, key_problem, valid_rows
 from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
 from lastgood.readers.lazy import lazy_module
 from lastgood.readers.registry import display_url
@@ -310,12 +310,15 @@ class LangGraphPostgresReader(Reader):
                 conns.append(side)
                 structure = in_thread(lambda: self._store_structure(side))
             for rows in stream_rows(parts, {"cutoff": cutoff, **params}, BATCH_ROWS):
-                valid = valid_rows(rows, findings, KEY_COLUMNS)  # the validation boundary
-                if len(valid) != len(rows):
+                columns = list(zip(*rows))
+                if not columns_ok(columns[KEY_COLUMNS]):  # the validation boundary: row by row on failure
+                    valid = valid_rows(rows, findings, KEY_COLUMNS)
                     skipped |= {tuple(r[:3]) for r in rows} - {tuple(r[:3]) for r in valid}
-                if valid:
-                    listed += len(valid)
-                    yield self._batch(valid, orphans, findings)
+                    if not valid:
+                        continue
+                    columns = list(zip(*valid))
+                listed += len(columns[0])
+                yield self._batch(columns, orphans, findings)
             if not cutoff:
                 found = structure() if structure else self._store_structure(conn)
                 if skipped:  # the rows the listing rejected have their finding already
@@ -345,9 +348,10 @@ class LangGraphPostgresReader(Reader):
             return self._structure(cur, (STORE_ROWS_SQL, STORE_BLOBS_SQL, STORE_WRITES_SQL))
 
     @staticmethod
-    def _batch(rows: Sequence[tuple[Any, ...]], orphans: set[Key], findings: list[Finding]) -> pa.Table:
-        threads, namespaces, ids, parents, metadata, sizes = zip(*rows)
-        parent_ok = [(t, ns, c) not in orphans for t, ns, c in zip(threads, namespaces, ids)]
+    def _batch(columns: Sequence[Sequence[Any]], orphans: set[Key], findings: list[Finding]) -> pa.Table:
+        threads, namespaces, ids, parents, metadata, sizes = columns
+        parent_ok = ([(t, ns, c) not in orphans for t, ns, c in zip(threads, namespaces, ids)] if orphans
+                     else [True] * len(ids))
         cols = CheckpointColumns(threads, namespaces, ids, parents, metadata, None, sizes, parent_ok)
         table, batch_findings = checkpoints_batch(cols)
         findings.extend(f for f in batch_findings if f.check != Check.PARENT_MISSING)

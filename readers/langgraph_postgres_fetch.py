@@ -98,7 +98,7 @@ def stream_rows(parts: Sequence[Part], params: dict[str, Any], batch_rows: int) 
 
     def fetch(conn: psycopg.Connection[Any], query: str) -> None:
         try:
-            with conn.cursor(name="lastgood_scan") as cur:
+            with conn.cursor(name="lastgood_scan", binary=True) as cur:  # bytea as bytes, not hex
                 cur.itersize = batch_rows
                 cur.execute(query, params)
                 while not stop.is_set() and (rows := cur.fetchmany(batch_rows)):
