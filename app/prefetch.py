@@ -46,9 +46,19 @@ def prefetch_command(argv: Sequence[str]) -> bool:
 
         if load_settings(options.get("--home")).index_path.exists():
             return False
-        names = [options["--reader"]] if "--reader" in options else list(PREFETCHERS)
-        return any(_prefetcher(name)(positional[1]) for name in names if name in PREFETCHERS)
+        return prefetch_store(positional[1], options.get("--reader"))
     except Exception:  # noqa: BLE001 - a prefetch is only a head start: the command reads as usual
+        return False
+
+
+def prefetch_store(url: str, reader_name: str | None = None) -> bool:
+    """Start the first listing of the store at ``url`` when a reader (``reader_name``, or
+    any with a prefetcher) recognises it; for a caller that knows the store is not indexed
+    yet (e.g. ``lastgood ui``'s start-up child, before its imports)."""
+    names = [reader_name] if reader_name else list(PREFETCHERS)
+    try:
+        return any(_prefetcher(name)(url) for name in names if name in PREFETCHERS)
+    except Exception:  # noqa: BLE001 - a prefetch is only a head start
         return False
 
 

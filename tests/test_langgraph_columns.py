@@ -298,6 +298,7 @@ def test_prefetch_command_starts_only_a_first_listing(tmp_path: Path, monkeypatc
     (home / "index.duckdb").write_bytes(b"")
     assert not command("index", db, "--home", str(home))  # an index exists: maybe a reopen
     assert len(started) == 3
+    assert prefetch.prefetch_store(db) and not prefetch.prefetch_store(db, "native") and len(started) == 4
     monkeypatch.setattr(prefetch, "_started", True)
     assert not prefetch.prefetch_command(["index", db, "--home", str(tmp_path / "other")])  # once per process
 
