@@ -305,8 +305,8 @@ class LangGraphPostgresReader(Reader):
             parts, params, snapshot = (split_parts(conn, sql, self._scan_connection) if not cutoff
                                        else ([(conn, sql)], {}, None))
             conns = [part[0] for part in parts]
-            if snapshot:  # the whole-store structure check beside the listing, in its snapshot
-                side = in_snapshot(self._scan_connection, snapshot)
+            side = in_snapshot(self._scan_connection, snapshot) if snapshot else None
+            if side is not None:  # the whole-store structure check beside the listing, in its snapshot
                 conns.append(side)
                 structure = in_thread(lambda: self._store_structure(side))
             for rows in stream_rows(parts, {"cutoff": cutoff, **params}, BATCH_ROWS):
@@ -331,7 +331,7 @@ class LangGraphPostgresReader(Reader):
                 with suppress(BaseException):
                     structure()
             with self._lock:
-                self._scans = [c for c in self._scans if c not in conns]
+                self._scans = [c for c in self._scans if c not in conns and not c.closed]
             for used in conns:
                 used.close()
 

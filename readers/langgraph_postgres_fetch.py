@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
+from lastgood.errors import LastgoodError
+
 # Split only tables of at least this many 8 KiB pages (~16 MiB): below, one
 # connection's start-up costs more than the half it would save.
 MIN_SPLIT_PAGES = 2048
@@ -45,18 +47,24 @@ def split_parts(conn: psycopg.Connection[Any], scan_sql: str, connect: Callable[
             return [(conn, scan_sql)], {}, None
         snapshot = cur.execute("SELECT pg_export_snapshot()").fetchone()[0]
     other = in_snapshot(connect, snapshot)
+    if other is None:
+        return [(conn, scan_sql)], {}, None
     split = f"({pages // 2},0)"
     return [(conn, scan_sql + PART_FILTERS[0]), (other, scan_sql + PART_FILTERS[1])], {"split": split}, snapshot
 
 
-def in_snapshot(connect: Callable[[], psycopg.Connection[Any]], snapshot: str) -> psycopg.Connection[Any]:
-    """A new connection whose transaction reads the exported ``snapshot``."""
-    conn = connect()
+def in_snapshot(connect: Callable[[], psycopg.Connection[Any]], snapshot: str) -> psycopg.Connection[Any] | None:
+    """A new connection whose transaction reads the exported ``snapshot``; None when the
+    server refuses one more (e.g. ``max_connections``): the caller reads without it."""
+    try:
+        conn = connect()
+    except (psycopg.Error, LastgoodError):
+        return None
     try:
         conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
-    except BaseException:
+    except psycopg.Error:
         conn.close()
-        raise
+        return None
     return conn
 
 

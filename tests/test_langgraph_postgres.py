@@ -499,19 +499,27 @@ def test_listing_split_across_two_connections_lists_the_same(
     assert pages >= 2  # both halves hold rows
     results, opened = [], []
     real_connect = pg_reader.connect_readonly
-    monkeypatch.setattr(pg_reader, "connect_readonly", lambda url: opened.append(url) or real_connect(url))
+
+    def connect(url: str) -> Any:  # with ``refused``, the server takes no third connection
+        opened.append(url)
+        if refused and len(opened) > 2:
+            raise StoreNotFound("too many connections")
+        return real_connect(url)
+
+    monkeypatch.setattr(pg_reader, "connect_readonly", connect)
     monkeypatch.setattr(pg_reader, "BATCH_ROWS", 3)  # many batches from each half
-    for split in (False, True):
+    for split, refused in ((False, False), (True, False), (True, True)):
         monkeypatch.setattr(fetch, "MIN_SPLIT_PAGES", 1 if split else 10**9)
         opened.clear()
         with LangGraphPostgresReader(every_damage_dsn) as reader:
             records, scan = _records(reader)
             listed = reader.listed_structure(scan.token)
             assert listed is not None and not reader._scans  # every listing connection closed
-        assert len(opened) == (4 if split else 2)  # the reader's own, the listing's (+ half, + structure)
+        # the reader's own, the listing's (+ its other half, + the structure check's; refused: one try)
+        assert len(opened) == {(False, False): 2, (True, False): 4, (True, True): 3}[split, refused]
         results.append((sorted(map(repr, records)), sorted(map(repr, scan.findings)),
                         listed[0], sorted(map(repr, listed[1]))))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
     assert not [t for t in threading.enumerate() if t.name.startswith("lastgood-pg-")]
 
 
