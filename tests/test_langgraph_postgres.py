@@ -488,7 +488,8 @@ def test_index_records_the_same_with_and_without_the_listed_answer(
 def test_listing_split_across_two_connections_lists_the_same(
         every_damage_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Halves by page range on two connections sharing one snapshot (structure checks on a
-    third, beside them) list exactly what one connection lists, findings included."""
+    third, beside them) list exactly what one connection lists, findings included, for a
+    role that may only SELECT."""
     import threading
 
     from lastgood.readers import langgraph_postgres as pg_reader
@@ -497,6 +498,7 @@ def test_listing_split_across_two_connections_lists_the_same(
     with psycopg.connect(every_damage_dsn) as conn:
         pages = conn.execute("SELECT pg_relation_size('checkpoints') / 8192").fetchone()[0]
     assert pages >= 2  # both halves hold rows
+    select_only = readonly_role(every_damage_dsn)
     results, opened = [], []
     real_connect = pg_reader.connect_readonly
 
@@ -511,7 +513,7 @@ def test_listing_split_across_two_connections_lists_the_same(
     for split, refused in ((False, False), (True, False), (True, True)):
         monkeypatch.setattr(fetch, "MIN_SPLIT_PAGES", 1 if split else 10**9)
         opened.clear()
-        with LangGraphPostgresReader(every_damage_dsn) as reader:
+        with LangGraphPostgresReader(select_only) as reader:
             records, scan = _records(reader)
             listed = reader.listed_structure(scan.token)
             assert listed is not None and not reader._scans  # every listing connection closed
