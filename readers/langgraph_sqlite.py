@@ -46,8 +46,8 @@ from lastgood.readers.langgraph_common import (
 from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph_findings import payload_findings
 from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
-from lastgood.readers.langgraph_sqlite_fetch import (ChunkFetch, drop_prefetched, file_stamp, is_live, ranges,
-                                                     take_prefetched)
+from lastgood.readers.langgraph_sqlite_fetch import (NOT_BUILT, ChunkFetch, drop_prefetched, file_stamp, is_live,
+                                                     ranges, take_prefetched)
 from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
     Key,
     ParentColumns,
@@ -392,7 +392,8 @@ class LangGraphSqliteReader(Reader):
         spans = ranges(after, last, rows)
         if is_live(self.path) or len(spans) < 2:
             return ChunkFetch(spans, skipped.param, conn=conn)
-        return ChunkFetch(spans, skipped.param, connect=lambda: connect_readonly(self.path, mmap=True))
+        return ChunkFetch(spans, skipped.param, connect=lambda: connect_readonly(self.path, mmap=True),
+                          build=chunk_columns)
 
     def _list_rows(self, conn: sqlite3.Connection, plan: tuple[int, list[int]], memo: StructureMemo,
                    skipped: Skipped) -> tuple[list[pa.Table], list[Finding]]:
@@ -405,7 +406,8 @@ class LangGraphSqliteReader(Reader):
         try:
             with gc_paused():
                 for i, (lo, hi) in enumerate(fetch.spans):
-                    cols = chunk_columns(fetch.get(i))
+                    row, cols = fetch.get(i)
+                    cols = chunk_columns(row) if cols is NOT_BUILT else cols
                     if cols is None:  # not plain: row by row, through the validation boundary
                         rows = conn.execute(LIST_SQL, (lo, hi, skipped.param)).fetchall()
                         cols = valid_columns(rows, skipped) if rows else None

@@ -83,18 +83,27 @@ def connect_immutable(path: Path) -> sqlite3.Connection:
     return conn
 
 
+NOT_BUILT = object()  # ChunkFetch.get: the range's columns are the caller's to build
+Fetched = tuple[tuple[Any, ...] | None, Any]  # a range's CHUNK_SQL row (None: refused), its columns
+
+
 class ChunkFetch:
     """The CHUNK_SQL rows of ``spans``, fetched in threads (each on a connection of its
-    own), or by :meth:`get` on ``conn`` when no connect is given. :meth:`get` returns a
-    range's row, or None when SQLite refused the range (then list it row by row)."""
+    own), or by :meth:`get` on ``conn`` when no connect is given. Threads also build each
+    range's columns with ``build`` (langgraph_sqlite_listing.chunk_columns: pure, and mostly
+    numpy and Arrow work) while the caller is busy elsewhere. :meth:`get` returns a range's
+    row, None when SQLite refused the range (then list it row by row), and its columns
+    (NOT_BUILT when not built here)."""
 
     def __init__(self, spans: Sequence[Range], skipped: str,
                  connect: Callable[[], sqlite3.Connection] | None = None,
-                 conn: sqlite3.Connection | None = None) -> None:
+                 conn: sqlite3.Connection | None = None,
+                 build: Callable[[tuple[Any, ...]], Any] | None = None) -> None:
         self.spans = list(spans)
         self.skipped = skipped
         self._conn = conn
-        self._rows: dict[int, tuple[Any, ...] | None] = {}
+        self._build = build
+        self._rows: dict[int, Fetched] = {}
         self._done = [threading.Event() for _ in self.spans]
         self._stop = False
         self._threads: list[threading.Thread] = []
@@ -117,7 +126,8 @@ class ChunkFetch:
             for i in indices:
                 if self._stop:
                     break
-                self._rows[i] = self._query(conn, i) if conn is not None else None
+                row = self._query(conn, i) if conn is not None else None
+                self._rows[i] = row, self._built(row)
                 self._done[i].set()
         finally:
             for i in indices:
@@ -132,11 +142,19 @@ class ChunkFetch:
         except sqlite3.Error:  # e.g. a range's text over SQLite's length limit
             return None
 
-    def get(self, i: int) -> tuple[Any, ...] | None:
+    def _built(self, row: tuple[Any, ...] | None) -> Any:
+        if self._build is None or row is None:
+            return NOT_BUILT
+        try:
+            return self._build(row)
+        except Exception:  # noqa: BLE001 - the caller builds it again and meets the error itself
+            return NOT_BUILT
+
+    def get(self, i: int) -> Fetched:
         if not self._threads:
-            return self._query(self._conn, i) if self._conn is not None else None
+            return (self._query(self._conn, i) if self._conn is not None else None), NOT_BUILT
         self._done[i].wait()
-        return self._rows.get(i)
+        return self._rows.get(i, (None, NOT_BUILT))
 
     def cancel(self) -> None:
         self._stop = True
@@ -198,13 +216,20 @@ def prefetch(path: Path) -> bool:
             conn.close()
     except (sqlite3.Error, OSError):
         return False
-    fetch = ChunkFetch(ranges(0, last, rows), "[]", connect=lambda: connect_immutable(path))
+    fetch = ChunkFetch(ranges(0, last, rows), "[]", connect=lambda: connect_immutable(path), build=_columns)
     with _LOCK:
         old = _PREFETCHED.pop(str(path.resolve()), None)
         _PREFETCHED[str(path.resolve())] = Prefetch(stamp, last, fetch)
     if old is not None:
         old.fetch.cancel()
     return True
+
+
+def _columns(row: tuple[Any, ...]) -> Any:
+    """chunk_columns, imported in the fetch thread on first use (this module stays light)."""
+    from lastgood.readers.langgraph_sqlite_listing import chunk_columns
+
+    return chunk_columns(row)
 
 
 def take_prefetched(path: Path, stamp: tuple[Any, ...], last: int) -> ChunkFetch | None:
