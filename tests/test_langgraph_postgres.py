@@ -541,3 +541,12 @@ def test_listing_stopped_early_ends_its_threads_and_connections(
         scan.checkpoints.close()  # type: ignore[attr-defined]
         assert not reader._scans and reader.listed_structure(scan.token) is None
     assert not [t for t in threading.enumerate() if t.name.startswith("lastgood-pg-")]
+
+
+def test_reader_sessions_are_read_only_without_jit(store: Store) -> None:
+    """JIT is switched off by a statement (no startup option a pooler could refuse)."""
+    from lastgood.readers.langgraph_postgres import connect_readonly
+
+    with connect_readonly(store.readonly_dsn) as conn:
+        assert conn.execute("SHOW jit").fetchone()[0] == "off"
+        assert conn.execute("SHOW transaction_read_only").fetchone()[0] == "on"
