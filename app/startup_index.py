@@ -43,6 +43,10 @@ def command_env() -> dict[str, str]:
 def main(argv: Sequence[str], out: TextIO) -> int:
     index_path, check, reader, *urls = argv
     _end_with_parent()
+    if urls:  # never seen: the first store's listing can start before the imports below
+        from lastgood.prefetch import prefetch_store
+
+        prefetch_store(urls[0], None if reader == NO_READER else reader)
     from lastgood.catalog import Catalog
 
     try:
