@@ -27,6 +27,7 @@ standard library at load time.
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -226,10 +227,12 @@ def prefetch(path: Path) -> bool:
 
 
 def _columns(row: tuple[Any, ...]) -> Any:
-    """chunk_columns, imported in the fetch thread on first use (this module stays light)."""
-    from lastgood.readers.langgraph_sqlite_listing import chunk_columns
-
-    return chunk_columns(row)
+    """chunk_columns once the command itself imported its module (a prefetch starts before
+    the command's imports; importing Lastgood modules here too could cross them); before
+    that the range is left to the scan (NOT_BUILT)."""
+    listing = sys.modules.get("lastgood.readers.langgraph_sqlite_listing")
+    chunk_columns = getattr(listing, "chunk_columns", None)  # None while still being imported
+    return chunk_columns(row) if chunk_columns is not None else NOT_BUILT
 
 
 def take_prefetched(path: Path, stamp: tuple[Any, ...], last: int) -> ChunkFetch | None:
