@@ -303,19 +303,28 @@ def chunk_columns(row: tuple[Any, ...] | None) -> CheckpointColumns | None:
         lists.append(built[0])
         arrays[name] = built[1]
     threads, namespaces, ids, parents, codecs = lists
-    if not all(is_known_type(c) for c in set(codecs)):
-        return None
-    sizes = (row[7] or b"").split(b",")
     metadata = row[8] or b""
-    if len(sizes) != n or metadata.count(b"\n") != n - 1:
+    if not all(is_known_type(c) for c in set(codecs)) or metadata.count(b"\n") != n - 1:
         return None
+    sizes = _int64s(row[7] or b"", n)
     parsed = metadata_joined(metadata, _cut(metadata, n, ord("\n"), pa.binary()))
-    if parsed is None:
+    if sizes is None or parsed is None:
+        return None
+    arrays["size_bytes"] = sizes
+    parents = [p or None for p in parents] if "" in parents else parents
+    return CheckpointColumns(threads, namespaces, ids, parents, [], codecs, None, arrays=arrays,
+                             parsed_metadata=parsed)
+
+
+def _int64s(buffer: bytes, n: int) -> pa.Array | None:
+    """``n`` comma-separated integers as an int64 array (None when they are not)."""
+    values = buffer.split(b",")
+    try:
+        numbers = np.array(values, np.int64) if len(values) == n else None
+    except (ValueError, OverflowError):
         return None
     # from_buffers: pa.array of a numpy array imports pandas
-    arrays["size_bytes"] = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.array(sizes, np.int64))])
-    return CheckpointColumns(threads, namespaces, ids, [p or None for p in parents] if "" in parents else parents,
-                             [], codecs, None, arrays=arrays, parsed_metadata=parsed)
+    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(numbers)]) if numbers is not None else None
 
 
 def _split_strings(buffer: bytes, n: int, may_be_empty: bool,

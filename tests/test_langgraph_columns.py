@@ -18,7 +18,7 @@ from tests.helpers import lastgood_cli
 from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
 from lastgood.readers.langgraph_rows import columns_ok, key_arrays
 from lastgood import prefetch
-from lastgood.readers import langgraph_sqlite, langgraph_sqlite_fetch
+from lastgood.readers import langgraph_sqlite, langgraph_sqlite_fetch, langgraph_sqlite_listing
 from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -335,3 +335,9 @@ def test_ranges_cover_every_rowid_once_in_a_bounded_number_of_queries(after: int
         assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(spans, spans[1:]))
     else:
         assert spans == []
+
+
+def test_chunk_sizes_parse_or_send_the_range_row_by_row() -> None:
+    assert langgraph_sqlite_listing._int64s(b"1,22,333", 3).to_pylist() == [1, 22, 333]
+    for raw, n in ((b"1,,3", 3), (b"1,2", 3), (b"99999999999999999999", 1), (b"x", 1)):
+        assert langgraph_sqlite_listing._int64s(raw, n) is None
