@@ -36,7 +36,7 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any
@@ -249,9 +249,10 @@ class LangGraphPostgresReader(Reader):
         Unchanged token: nothing. Only appends since ``since`` (count and newest
         id agree): the new rows, the heads of their threads, and every event when
         the special writes changed (events replace a checkpoint's events). Else a
-        full listing. Batches stream from a server-side cursor; the transaction
+        full listing. Batches stream from server-side cursors; the transaction
         ends when they are exhausted (or on ``close``). Missing parents are found
-        up front; other row findings join ``Scan.findings`` as batches come.
+        beside the first batch and lead ``Scan.findings``; other row findings join
+        as batches come.
         """
         conn = connect_readonly(self.url)
         try:
@@ -263,17 +264,16 @@ class LangGraphPostgresReader(Reader):
                 heads = [HeadRecord(t, c, ns) for t, ns, c in
                          (cur.execute(HEADS_AFTER_SQL, {"cutoff": cutoff}) if cutoff else cur.execute(HEADS_SQL))
                          if key_problem((t, ns, c)) is None]  # never a head the listing skips
-                missing = {(t, ns, c): p for t, ns, c, p in cur.execute(MISSING_PARENTS_SQL, {"cutoff": cutoff})}
                 events = self._event_tables(cur) if events_changed else []
         except BaseException as exc:
             conn.close()
             if isinstance(exc, psycopg.Error):
                 raise self._db_error(exc) from None
             raise
-        findings = [_parent_finding(key, parent) for key, parent in sorted(missing.items())]
+        findings: list[Finding] = []
         with self._lock:
             self._scans.append(conn)
-        batches = self._checkpoint_batches(conn, cutoff, set(missing), findings, token)
+        batches = self._checkpoint_batches(conn, cutoff, findings, token)
         return Scan(token=token, full=not cutoff, checkpoints=batches, events=iter(events),
                     findings=findings, heads=heads)
 
@@ -296,23 +296,24 @@ class LangGraphPostgresReader(Reader):
         return token, old_last, events != old_events
 
     def _checkpoint_batches(
-        self, conn: psycopg.Connection[Any], cutoff: str, orphans: set[Key], findings: list[Finding],
-        token: str,
+        self, conn: psycopg.Connection[Any], cutoff: str, findings: list[Finding], token: str,
     ) -> Iterator[pa.Table]:
         """The listing's batches; a full listing then asks the structure checks for the
         whole store in its snapshot, for :meth:`listed_structure`."""
         sql = SCAN_SQL.format(blobs=BLOB_SIZES if self.blob_sizes else "0")
-        self._listed, listed, skipped = None, 0, set()
+        self._listed, listed, skipped, orphans = None, 0, set(), None
         conns, structure = [conn], None
         try:
             parts, params, snapshot = (split_parts(conn, sql, self._scan_connection) if not cutoff
                                        else ([(conn, sql)], {}, None))
             conns = [part[0] for part in parts]
             side = in_snapshot(self._scan_connection, snapshot) if snapshot else None
-            if side is not None:  # the whole-store structure check beside the listing, in its snapshot
+            if side is not None:
                 conns.append(side)
-                structure = in_thread(lambda: self._store_structure(side))
+            parents, structure = self._beside_listing(side or conn, cutoff, side is not None)
             for rows in stream_rows(parts, {"cutoff": cutoff, **params}, BATCH_ROWS):
+                if orphans is None:
+                    orphans = _take_parents(parents(), findings)
                 columns = list(zip(*rows))
                 if not columns_ok(columns[KEY_COLUMNS]):  # the validation boundary: row by row on failure
                     valid = valid_rows(rows, findings, KEY_COLUMNS)
@@ -322,6 +323,8 @@ class LangGraphPostgresReader(Reader):
                     columns = list(zip(*valid))
                 listed += len(columns[0])
                 yield self._batch(columns, orphans, findings)
+            if orphans is None:  # nothing listed: the parents' findings still count
+                _take_parents(parents(), findings)
             if not cutoff:
                 found = structure() if structure else self._store_structure(conn)
                 if skipped:  # the rows the listing rejected have their finding already
@@ -337,6 +340,24 @@ class LangGraphPostgresReader(Reader):
                 self._scans = [c for c in self._scans if c not in conns and not c.closed]
             for used in conns:
                 used.close()
+
+    def _beside_listing(self, conn: psycopg.Connection[Any], cutoff: str, threaded: bool,
+                        ) -> tuple[Callable[[], dict[Key, str]], Callable[[], list[Finding]] | None]:
+        """The missing parents (waited for before the first batch) and, on a connection of
+        its own, the whole-store structure check after them, in threads beside the listing.
+        Without one (``threaded`` False) the parents are asked at once on the listing's
+        connection, before it lists."""
+        if not threaded:
+            missing = _missing_parents(conn, cutoff)
+            return (lambda: missing), None
+
+        parents = in_thread(lambda: _missing_parents(conn, cutoff))
+
+        def structure() -> list[Finding]:
+            parents()  # the connection is free once the parents are in
+            return self._store_structure(conn)
+
+        return parents, in_thread(structure)
 
     def _scan_connection(self) -> psycopg.Connection[Any]:
         """Another read-only connection for the listing, closed by :meth:`close` too."""
@@ -550,6 +571,18 @@ class _Listed:
 def _known(sql: str) -> str:
     """``sql`` with ``$KNOWN`` as the list of codecs LangGraph writes."""
     return sql.replace("$KNOWN", KNOWN_CODECS_SQL)
+
+
+def _missing_parents(conn: psycopg.Connection[Any], cutoff: str) -> dict[Key, str]:
+    """Listed checkpoints (after ``cutoff``) whose parent row is not there -> the parent's id."""
+    with conn.cursor() as cur:
+        return {(t, ns, c): p for t, ns, c, p in cur.execute(MISSING_PARENTS_SQL, {"cutoff": cutoff})}
+
+
+def _take_parents(missing: dict[Key, str], findings: list[Finding]) -> set[Key]:
+    """Their findings put first in ``findings``; the keys whose parent is missing."""
+    findings[:0] = [_parent_finding(key, parent) for key, parent in sorted(missing.items())]
+    return set(missing)
 
 
 def _parent_finding(key: Key, parent_id: str) -> Finding:
