@@ -308,7 +308,7 @@ Python, importing the CLI (~0.15–0.2 s of CPU, most of it DuckDB, which holds 
 index and recording the results (~0.3 s of CPU in all; fsspec is no longer imported for a local
 store) — that `sha256sum` does not. On ~116 MiB that
 fixed cost is a third of the command, so the reference rows show it honestly and stay below the
-headline; from ~1 GiB on it is a few per cent, and the rows measure the per-byte work. Both sides are
+headline; from ~1 GiB on it is under a tenth, and the rows measure the per-byte work. Both sides are
 still whole processes over the same files, per core, with wall and CPU time. On this 2-CPU machine
 "all cores" is 2, so the rows are 1 and 2 workers.
 
