@@ -117,14 +117,17 @@ WHERE c.checkpoint_id IS NULL
 UNKNOWN_BLOB_CODECS_SQL = """
 SELECT EXISTS (SELECT 1 FROM checkpoint_blobs WHERE type IS NOT NULL AND type NOT IN ($KNOWN))
 """
-STRUCTURE_BLOBS_SQL = """
+# blobs with an unknown codec, of the checkpoints $FROM names (the keys given, or every row)
+_BLOBS_SQL = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, b.channel, b.version, b.type, NULL
-FROM $KEYS JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)
+FROM $FROM
 CROSS JOIN LATERAL jsonb_each_text($VERSIONS) AS v
 JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
     AND b.channel = v.key AND b.version = v.value
 WHERE b.type IS NOT NULL AND b.type NOT IN ($KNOWN)
-""".replace("$KEYS", _KEYS).replace("$VERSIONS", _VERSIONS)
+""".replace("$VERSIONS", _VERSIONS)
+STRUCTURE_BLOBS_SQL = _BLOBS_SQL.replace(
+    "$FROM", f"{_KEYS} JOIN checkpoints c USING (thread_id, checkpoint_ns, checkpoint_id)")
 STRUCTURE_WRITES_SQL = """
 SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
        CASE WHEN w.channel = '__error__' THEN w.blob END
@@ -143,13 +146,7 @@ WHERE coalesce(jsonb_typeof(c.checkpoint -> 'channel_values'), 'object') <> 'obj
    OR coalesce(jsonb_typeof(c.checkpoint -> 'channel_versions'), 'object') <> 'object'
    OR coalesce(c.checkpoint ->> 'id', c.checkpoint_id) <> c.checkpoint_id
 """
-STORE_BLOBS_SQL = """
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, b.channel, b.version, b.type, NULL
-FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text($VERSIONS) AS v
-JOIN checkpoint_blobs b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-    AND b.channel = v.key AND b.version = v.value
-WHERE b.type IS NOT NULL AND b.type NOT IN ($KNOWN)
-""".replace("$VERSIONS", _VERSIONS)
+STORE_BLOBS_SQL = _BLOBS_SQL.replace("$FROM", "checkpoints c")
 STORE_WRITES_SQL = """
 SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.idx,
        CASE WHEN w.channel = '__error__' THEN w.blob END

@@ -78,3 +78,14 @@ def tree_digest(root: Path) -> dict[str, str]:
         else:
             out[rel] = "dir" if path.is_dir() else "special"
     return out
+
+
+def rows_and_findings(catalog: Any) -> tuple[list[tuple], list[tuple]]:
+    """Every checkpoint's status and every finding in an index, in a fixed order: two refreshes
+    that must agree compare these."""
+    with catalog.connect() as con:
+        rows = con.execute("""SELECT checkpoint_id, status, status_reason, verified FROM checkpoints
+                              ORDER BY checkpoint_id""").fetchall()
+        found = con.execute("""SELECT checkpoint_id, "check", severity, message, depth FROM findings
+                               ORDER BY ALL""").fetchall()
+    return rows, found

@@ -27,7 +27,7 @@ from lastgood.readers.base import CheckpointRecord
 from lastgood.readers.langgraph_postgres import LangGraphPostgresReader
 from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader
 from lastgood.stores import index_store
-from tests.helpers import lastgood_cli
+from tests.helpers import lastgood_cli, rows_and_findings
 from tests.langgraph_graphs import build_error, build_tools
 
 BLOB_READ = "SELECT type, checkpoint, parent_checkpoint_id"  # ROW_SQL: one checkpoint's blob
@@ -172,12 +172,7 @@ def test_index_right_after_a_listing_records_its_structure_check_without_the_key
         summary = index_store(catalog, str(path), check="structure")
         assert summary.verify is not None and summary.verify.checked == len(_keys(path))
         assert bool(calls) is not listed
-        with catalog.connect() as con:
-            rows = con.execute("""SELECT checkpoint_id, status, status_reason, verified FROM checkpoints
-                                  ORDER BY checkpoint_id""").fetchall()
-            found = con.execute("""SELECT checkpoint_id, "check", severity, message, depth FROM findings
-                                   ORDER BY ALL""").fetchall()
-        results.append((rows, found))
+        results.append(rows_and_findings(catalog))
     assert results[0] == results[1]
     rows, found = results[0]
     assert {r[3] for r in rows} == {"structure"}

@@ -28,6 +28,7 @@ from lastgood.readers.langgraph_serde import is_internal_channel
 from lastgood.readers.registry import open_reader
 from tests.fixtures_pg import dsn_for_database
 from tests.langgraph_graphs import BuiltThread, build_all, build_error, build_fork, build_tools
+from tests.helpers import rows_and_findings
 
 pytestmark = pytest.mark.postgres
 
@@ -475,12 +476,7 @@ def test_index_records_the_same_with_and_without_the_listed_answer(
         summary = index_store(catalog, every_damage_dsn, check="structure")
         assert summary.verify is not None and summary.verify.checked == summary.refresh.checkpoints
         assert bool(keyed_calls) is not listed
-        with catalog.connect() as con:
-            rows = con.execute("""SELECT checkpoint_id, status, status_reason, verified FROM checkpoints
-                                  ORDER BY checkpoint_id""").fetchall()
-            found = con.execute("""SELECT checkpoint_id, "check", severity, message, depth FROM findings
-                                   ORDER BY ALL""").fetchall()
-        results.append((rows, found))
+        results.append(rows_and_findings(catalog))
     assert results[0] == results[1]
     assert {f[1] for f in results[0][1]} >= {"pending-error", "unknown-codec", "undecodable", "id-mismatch"}
 
