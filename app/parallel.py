@@ -23,6 +23,7 @@ Results stream back as chunks complete, at most ``2 × workers`` in flight;
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -298,8 +299,15 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
                   workers: int, cancel: threading.Event | None) -> Iterator[ChunkResult]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor  # imports multiprocessing's pools: only here
+    from concurrent.futures.process import BrokenProcessPool
 
     spec = ReaderSpec.of(reader)
+    unfinished: dict[tuple[str, ...], list[CheckpointRecord]] = {}  # submitted, no result handed on yet
+
+    def submit(chunk: list[CheckpointRecord]) -> Any:
+        unfinished[tuple(r.checkpoint_id for r in chunk)] = chunk
+        return pool.submit(check_chunk_remote, spec, chunk, read_data)
+
     # fork where there is one: workers start in milliseconds and need no importable __main__
     # (a script without the ``if __name__ == "__main__"`` guard, the dashboard); they only
     # open the store afresh and never touch the parent's index connection
@@ -307,10 +315,19 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
                              initializer=_init_worker) as pool:
         try:
-            yield from _bounded(lambda chunk: pool.submit(check_chunk_remote, spec, chunk, read_data),
-                                chunks, 2 * workers, cancel)
+            for result in _bounded(submit, chunks, 2 * workers, cancel):
+                unfinished.pop(tuple(result.checkpoint_ids), None)
+                yield result
+            return
+        except BrokenProcessPool:  # a worker died (killed, out of memory, crashed): not the store's fault
+            left = list(unfinished.values())
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+    # its chunks, and the rest, are checked here: the same checks, one process
+    for chunk in itertools.chain(left, chunks):
+        if cancel is not None and cancel.is_set():
+            return
+        yield check_chunk(reader, chunk, read_data)
 
 
 def _init_worker() -> None:

@@ -314,6 +314,35 @@ def test_ctrl_c_records_whole_chunks_and_stops(tmp_path: Path, workers: int) -> 
     assert recorded <= checked  # no data finding without its checkpoint's whole check recorded
 
 
+_DYING: dict[str, int] = {}
+
+
+def _dies_in_a_worker(*args: object) -> None:
+    import os
+
+    if os.getpid() != _DYING.get("parent"):
+        os._exit(9)
+    raise AssertionError("the parent never checks a chunk through the workers' entry point")
+
+
+def test_a_worker_that_dies_leaves_its_chunks_to_the_parent(tmp_path: Path, monkeypatch) -> None:
+    """A worker killed mid-check (out of memory, a crash) is not the store's fault: its chunks
+    and the rest are checked in the parent, with exactly the findings of a run without it."""
+    import os
+
+    from lastgood import parallel
+
+    catalog, summary = _damaged_native(tmp_path)
+    sid, reader = summary.store.store_id, summary.store.reader
+    expected = verify_store(catalog, sid, reader, read_data=True, workers=1)
+    monkeypatch.setattr(parallel, "check_chunk_remote", _dies_in_a_worker)  # inherited by forked workers
+    monkeypatch.setitem(_DYING, "parent", os.getpid())
+    again = verify_store(catalog, sid, reader, read_data=True, workers=2)
+    assert again.checked == expected.checked > 0
+    key = lambda f: (f.checkpoint_id, str(f.check), f.message)
+    assert sorted(map(key, again.findings)) == sorted(map(key, expected.findings))
+
+
 def test_finding_messages_never_show_a_secret(tmp_path: Path) -> None:
     from lastgood.readers.base import Finding
 
