@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,13 +85,13 @@ def _refresh_all(index_path: str, pending: list[StartupRefresh], reader_name: st
     fresh = [r for r in pending if not r.known]
     if in_child and fresh:
         _refresh_in_child(index_path, fresh, reader_name, check)
-    _refresh_here(index_path, [r for r in pending if not r.done.is_set()], reader_name, check)
+    refresh_here(index_path, [r for r in pending if not r.done.is_set()], reader_name, check)
 
 
 def _refresh_in_child(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
                       check: str) -> None:
     """Refresh ``pending`` in one child process, each marked done as its line arrives. A child
-    that cannot start leaves them to :func:`_refresh_here`; one that dies marks the rest failed."""
+    that cannot start leaves them to :func:`refresh_here`; one that dies marks the rest failed."""
     import subprocess
     import tempfile
 
@@ -136,14 +136,21 @@ def _take_child_line(by_url: dict[str, StartupRefresh], line: str) -> None:
     refresh.done.set()
 
 
-def _refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
-                  check: str) -> None:
+def refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
+                 check: str, on_done: Callable[[StartupRefresh], None] | None = None) -> None:
+    """Refresh ``pending`` one after another in this process (a known store once the first page
+    was drawn), each marked done, and handed to ``on_done``, as it ends (lastgood.startup_index
+    reports them to the dashboard this way)."""
     if not pending:
         return
     from lastgood.catalog import Catalog
     from lastgood.stores import index_store
 
-    catalog = None
+    def finish(refresh: StartupRefresh) -> None:
+        refresh.done.set()
+        if on_done is not None:
+            on_done(refresh)
+
     try:
         catalog = Catalog(index_path, keep_open=False)
         for refresh in pending:
@@ -155,14 +162,13 @@ def _refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: s
                 refresh.store_id, refresh.changed = summary.store.store_id, summary.refresh.changed
             except Exception as exc:  # noqa: BLE001 - shown on the page that waits for it
                 refresh.error = exc
-            finally:
-                refresh.seconds = time.perf_counter() - started
-                refresh.done.set()
+            refresh.seconds = time.perf_counter() - started
+            finish(refresh)
     except Exception as exc:  # noqa: BLE001 - the index itself failed to open: every store says so
         for refresh in pending:
             if not refresh.done.is_set():
                 refresh.error = exc
-                refresh.done.set()
+                finish(refresh)
 
 
 def take_startup_refresh(index_path: str, url: str) -> StartupRefresh | None:

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -47,15 +46,11 @@ def main(argv: Sequence[str], out: TextIO) -> int:
         from lastgood.prefetch import prefetch_store
 
         prefetch_store(urls[0], None if reader == NO_READER else reader)
-    from lastgood.catalog import Catalog
+    from lastgood.serve import StartupRefresh, refresh_here
 
-    try:
-        catalog = Catalog(index_path, keep_open=False)
-        for url in urls:
-            _report(out, _refresh(catalog, url, None if reader == NO_READER else reader, check))
-    except Exception as exc:  # noqa: BLE001 - the index itself failed to open: every store says so
-        for url in urls:
-            _report(out, {"url": url, "error": _error(exc)})
+    pending = [StartupRefresh(url) for url in urls]
+    refresh_here(index_path, pending, None if reader == NO_READER else reader, check,
+                 on_done=lambda refresh: _report(out, _line(refresh)))
     return 0
 
 
@@ -73,16 +68,12 @@ def _end_with_parent() -> None:
         os._exit(1)
 
 
-def _refresh(catalog: Any, url: str, reader_name: str | None, check: str) -> dict[str, Any]:
-    from lastgood.stores import index_store
-
-    started = time.perf_counter()
-    try:
-        summary = index_store(catalog, url, reader_name=reader_name, check=check)
-    except Exception as exc:  # noqa: BLE001 - shown on the page that waits for it
-        return {"url": url, "error": _error(exc), "seconds": time.perf_counter() - started}
-    return {"url": url, "store_id": summary.store.store_id, "changed": summary.refresh.changed,
-            "seconds": time.perf_counter() - started, "error": None}
+def _line(refresh: Any) -> dict[str, Any]:
+    """One store's outcome (a lastgood.serve.StartupRefresh) as the dashboard reads it."""
+    if refresh.error is not None:
+        return {"url": refresh.url, "error": _error(refresh.error), "seconds": refresh.seconds}
+    return {"url": refresh.url, "store_id": refresh.store_id, "changed": refresh.changed,
+            "seconds": refresh.seconds, "error": None}
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
