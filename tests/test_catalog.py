@@ -164,3 +164,73 @@ def test_threads_opening_and_closing_the_index_never_conflict(tmp_path: Path) ->
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def _row_groups(path: Path, table: str = "checkpoints") -> int:
+    con = duckdb.connect(str(path))
+    try:
+        return int(con.execute(f"SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('{table}')")
+                   .fetchone()[0])
+    finally:
+        con.close()
+
+
+def _fill(catalog: Catalog, rows: int) -> None:
+    with catalog.connect() as con:
+        con.execute("""INSERT INTO checkpoints (store_id, run_id, checkpoint_id, status, listed_status)
+                       SELECT 1, 'run-' || (i % 7), 'ck-' || i, 'ok', 'ok' FROM range(?) t(i)""", [rows])
+
+
+def test_a_new_index_of_one_command_is_written_in_smaller_row_groups(tmp_path: Path) -> None:
+    """`lastgood index` into a new home (the sole opener of its index) writes row groups of
+    NEW_INDEX_ROW_GROUP_ROWS rows: DuckDB compresses whole row groups during the INSERT on its
+    worker threads, not one partial row group on the committing thread. The file is an ordinary
+    index afterwards: every row there, no WAL left, opened and appended to by plain connections."""
+    from lastgood.catalog import NEW_INDEX_ROW_GROUP_ROWS
+
+    rows = 2 * NEW_INDEX_ROW_GROUP_ROWS + 5_000
+    fresh, plain = tmp_path / "fresh" / "index.duckdb", tmp_path / "plain" / "index.duckdb"
+    for path, sole in ((fresh, True), (plain, False)):
+        catalog = Catalog(path, sole_opener=sole)
+        _fill(catalog, rows)
+        catalog.close()
+        assert not Path(f"{path}.wal").exists()  # checkpointed by the command's close, no replay later
+    assert _row_groups(fresh) == 3 and _row_groups(plain) == 2  # DuckDB's default: 122,880 rows
+    reopened = Catalog(fresh)  # a plain connection (the dashboard, the next command)
+    _fill(reopened, 10)
+    assert count(reopened, "SELECT count(DISTINCT checkpoint_id) FROM checkpoints") == rows
+    assert count(reopened, "SELECT count(*) FROM runs") == 7
+
+
+def test_only_a_new_index_is_attached_by_a_sole_opener(tmp_path: Path) -> None:
+    """An index that exists is opened as usual even by a sole opener: another connection of the
+    same process (a test, a page) can still open it beside the command's (an attached file would
+    be DuckDB's "Unique file handle conflict")."""
+    path = tmp_path / "index.duckdb"
+    Catalog(path).close()
+    command = Catalog(path, sole_opener=True)
+    assert count(command, "SELECT count(*) FROM checkpoints") == 0
+    beside = Catalog(path, keep_open=False)
+    assert count(beside, "SELECT count(*) FROM checkpoints") == 0
+    command.close()
+
+
+def test_cli_index_into_a_new_home_holds_what_a_plain_index_holds(tmp_path: Path) -> None:
+    """The same rows (every column), findings, heads and events whether `lastgood index` wrote a
+    new index (attached, smaller row groups) or index_store wrote one through a plain connection."""
+    from lastgood.cli import main
+
+    url = str(tmp_path / "s")
+    write_store(url, runs=3, steps=6)
+    home = tmp_path / "home"
+    assert main(["index", url, "--home", str(home), "--format", "json"]) == 0
+    plain = Catalog(tmp_path / "plain" / "index.duckdb")
+    index_store(plain, url)
+    tables = {"checkpoints": "* EXCLUDE (data_checked_at)", "findings": "* EXCLUDE (found_at)",
+              "heads": "*", "events": "*", "stores": "url, reader, scan_token"}
+    cli_index = Catalog(home / "index.duckdb")
+    for table, columns in tables.items():
+        sql = f"SELECT {columns} FROM {table} ORDER BY ALL"
+        with cli_index.connect() as a, plain.connect() as b:
+            assert a.execute(sql).fetchall() == b.execute(sql).fetchall(), table
+    assert count(cli_index, "SELECT count(*) FROM checkpoints") == 18
