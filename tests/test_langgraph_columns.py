@@ -303,6 +303,31 @@ def test_prefetch_command_starts_only_a_first_listing(tmp_path: Path, monkeypatc
     assert not prefetch.prefetch_command(["index", db, "--home", str(tmp_path / "other")])  # once per process
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_listing_commands_start_no_openblas_threads(tmp_path: Path) -> None:
+    """`lastgood index/ls/show` import numpy with OpenBLAS at one thread (its pool spins for
+    work the listing never gives it, on the cores the fetch threads need); a value the user
+    set stays; other commands are left alone."""
+    code = ("import os, sys; from lastgood.prefetch import prefetch_command; "
+            "prefetch_command(sys.argv[1:]); import numpy; "
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))")
+    home = str(tmp_path / "home")
+
+    def run(*argv: str, **env: str) -> list[str]:
+        import os
+
+        environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                              env={**environ, **env}, check=True)
+        return done.stdout.split()
+
+    absent = str(tmp_path / "absent.sqlite")  # nothing to prefetch: no fetch threads either
+    assert run("index", absent, "--home", home) == ["1", "1"]
+    assert run("--home", home, "ls", absent) == ["1", "1"]
+    assert run("index", absent, "--home", home, OPENBLAS_NUM_THREADS="2")[0] == "2"
+    assert run("verify", absent, "--home", home)[0] == "None"
+
+
 def test_cli_index_with_prefetch_matches_the_api_and_writes_nothing(tmp_path: Path) -> None:
     """The console script prefetches a first listing (fresh home); the index it builds is
     the one the API builds, and the store's folder gains no file."""
