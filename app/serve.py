@@ -50,6 +50,9 @@ _lock = threading.Lock()
 
 
 FIRST_PAGE_WAIT = 10.0  # seconds a reopen's refresh waits for the first page before it starts
+# seconds more while the browser draws that page: the refresh (a count over the store's tables) takes
+# a core the browser's renderer needs on a small machine; the sidebar says it is looking meanwhile
+FIRST_PAGE_SETTLE = 1.0
 first_page_shown = threading.Event()  # set after the dashboard's first page run (lastgood.ui.server)
 
 
@@ -154,8 +157,8 @@ def refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: st
     try:
         catalog = Catalog(index_path, keep_open=False)
         for refresh in pending:
-            if refresh.known:
-                first_page_shown.wait(FIRST_PAGE_WAIT)
+            if refresh.known and first_page_shown.wait(FIRST_PAGE_WAIT):
+                time.sleep(FIRST_PAGE_SETTLE)
             started = time.perf_counter()
             try:
                 summary = index_store(catalog, refresh.url, reader_name=reader_name, check=check)
