@@ -1,10 +1,9 @@
 """Figures and display formatting for the pages (no streamlit here).
 
-The Overview's two summary figures are Vega-Lite specs (:func:`status_chart`, :func:`growth_chart`),
-drawn by Streamlit's built-in Vega-Lite element: its browser code is ~0.8 MB against Plotly's
-4.7 MB chunk, which Chromium needs 0.5-3 s to parse before the first Plotly figure of the first
-page. The interactive Timeline stays Plotly (zoom, click to select). pandas and plotly are imported
-by the functions that use them, so the Overview never imports either.
+The Overview's two summary figures are SVG drawn on the server (lastgood.svg_charts): no chart
+library for the browser to load before the first page. The interactive Timeline is Plotly (zoom,
+click to select). pandas and plotly are imported by the functions that use them, so the Overview
+never imports either.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-
-import pyarrow as pa
 
 from lastgood.output import escape_controls, human_bytes
 
@@ -61,10 +58,6 @@ EVENT_COLORS = {"error": "#8e0152", "crash": "#4d0026", "failure": "#8e0152", "t
                 "interrupt": "#542788", "restart": "#1b7837"}
 
 
-CHART_HEIGHT = 320
-SVG = {"embedOptions": {"renderer": "svg"}}  # marks as SVG elements (a screen reader and a test see them)
-
-
 @dataclass
 class TimelineData:
     points: pd.DataFrame
@@ -103,53 +96,6 @@ def _style(fig: go.Figure, x: str, y: str, height: int = 320) -> go.Figure:
     fig.update_xaxes(title_text=x)
     fig.update_yaxes(title_text=y)
     return fig
-
-
-# ---- the Overview's figures (Vega-Lite) ----------------------------------------------------
-
-
-def status_chart(counts: pa.Table) -> dict[str, Any]:
-    """Checkpoints per status (``overview.status_counts``) as a Vega-Lite bar chart, each bar
-    labelled with its count."""
-    names = counts.column("status").to_pylist()
-    count = {"field": "checkpoints", "type": "quantitative", "format": ","}
-    bars = {"mark": {"type": "bar"},
-            "encoding": {"color": {"field": "status", "type": "nominal", "legend": None,
-                                   "scale": {"domain": names,
-                                             "range": [STATUS_COLORS.get(n, "#888") for n in names]}},
-                         "tooltip": [{"field": "status", "type": "nominal"}, count]}}
-    labels = {"mark": {"type": "text", "baseline": "bottom", "dy": -2}, "encoding": {"text": count}}
-    return {"data": {"values": counts}, "height": CHART_HEIGHT, "usermeta": SVG,
-            "encoding": {"x": {"field": "status", "type": "nominal", "sort": names, "title": "status",
-                               "axis": {"labelAngle": 0}},
-                         "y": {"field": "checkpoints", "type": "quantitative", "title": "checkpoints"}},
-            "layer": [bars, labels]}
-
-
-def _human_bytes_expr(field: str) -> str:
-    """lastgood.output.human_bytes as a Vega expression (the browser formats the tooltip)."""
-    value, out = f"datum.{field}", ""
-    for power, unit in ((4, "TB"), (3, "GB"), (2, "MB"), (1, "KB")):
-        out += f"{value} >= {1024 ** power} ? format({value} / {1024 ** power}, '.1f') + ' {unit}' : "
-    return out + f"format({value}, '.0f') + ' B'"
-
-
-def growth_chart(growth: pa.Table) -> dict[str, Any]:
-    """Cumulative stored bytes per agent over time (``overview.growth``), stacked areas."""
-    return {"data": {"values": growth}, "height": CHART_HEIGHT, "usermeta": SVG,
-            "transform": [{"calculate": _human_bytes_expr("total_bytes"), "as": "stored"}],
-            "mark": {"type": "area", "line": True, "opacity": 0.8},
-            "encoding": {
-                "x": {"field": "at_ms", "type": "temporal", "scale": {"type": "utc"}, "title": "time (UTC)"},
-                "y": {"field": "total_bytes", "type": "quantitative", "stack": "zero",
-                      "title": "stored bytes (cumulative)",
-                      "axis": {"format": "~s", "labelExpr": "datum.label + 'B'"}},
-                "color": {"field": "agent", "type": "nominal", "title": "agent",
-                          "legend": {"orient": "top"}},
-                "tooltip": [{"field": "agent", "type": "nominal"},
-                            {"field": "at_ms", "type": "temporal", "scale": {"type": "utc"},
-                             "format": "%Y-%m-%d %H:%M:%S", "formatType": "utc", "title": "at (UTC)"},
-                            {"field": "stored", "type": "nominal"}]}}
 
 
 # ---- the Timeline's figure (Plotly) ----------------------------------------------------------

@@ -46,13 +46,19 @@ def test_overview_then_timeline_in_chromium(page, streamlit_server: str, browser
     page.on("request", lambda request: chunks.append(request.url))
     page.goto(streamlit_server)
     page.get_by_test_id("stMetricValue").first.wait_for()
-    bars = page.locator('[data-testid="stVegaLiteChart"] svg g.mark-rect path')  # drawn, not just placed
+    bars = page.locator('[data-testid="stMarkdownContainer"] svg.lastgood-chart rect.mark')  # drawn on the page
     bars.first.wait_for()
     assert bars.count() == 2  # ok and corrupt
-    assert not any("PlotlyChart" in url for url in chunks)  # the Overview draws without plotly.js
+    assert all(box["height"] > 0 for box in (bars.nth(i).bounding_box() for i in range(2)))
+    areas = page.locator('[data-testid="stMarkdownContainer"] svg.lastgood-chart polygon.mark')
+    assert areas.count() == 2  # one stacked area per agent
+    assert not any("VegaLite" in url or "PlotlyChart" in url for url in chunks)  # no chart library
     metrics = metric_values(page)
     assert metrics["Checkpoints"] == str(len(browser_store.saved))
     assert metrics["Corrupt"] == "1" and metrics["Storage"] == browser_store.human_size
+    page.get_by_text("Runs (3), most recent first").wait_for()  # the tables follow the first screen
+    page.get_by_test_id("stDataFrame").nth(2).wait_for()  # failures, agents, runs
+    assert page.get_by_text("Loading the failures").count() == 0
     body = page.inner_text("body")
     assert "run-gamma" in body and SECRET not in body
     page.screenshot(path=str(shots / "screenshot-overview.png"))

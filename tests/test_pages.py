@@ -91,6 +91,11 @@ def pick_checkpoint(at: AppTest, run_id: str, checkpoint_id: str) -> AppTest:
 
 def test_overview_shows_the_store(app_env: DemoStore) -> None:
     at = run_app()
+    assert not at.dataframe  # a session's first visit: the tables follow the first screen
+    assert any("Loading the failures, agents and runs tables" in c.value for c in at.caption)
+    at.run()  # the whole-page run the browser asks for once it drew the first screen
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("Loading the failures" in c.value for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics == {"Checkpoints": "18", "Runs": "3", "Agents": "2", "Storage": app_env.human_size,
                        "Corrupt": "1", "Incomplete": "0"}

@@ -374,8 +374,9 @@ ref = ui.StoreRef(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 data = overview.overview_data(ref)
 overview.render_kpis(data.overview)
 overview.render_actions(data.actions)
-st.vega_lite_chart(ui.status_chart(data.status))
-st.vega_lite_chart(ui.growth_chart(data.growth))
+from lastgood import svg_charts
+overview.figure(svg_charts.status_bars(data.status))
+overview.figure(svg_charts.growth_areas(data.growth))
 ui.show_table(data.runs, ["run_id", "agent", "checkpoints", "last_at", "size_bytes"], empty="-")
 print(json.dumps({"pandas": "pandas" in sys.modules, "plotly_figures": "plotly.graph_objs._figure" in sys.modules,
                   "runs": data.runs.num_rows, "status": data.status.to_pylist(),

@@ -43,10 +43,8 @@ from lastgood.figures import (  # the names pages use are re-exported here
     TimelineData,
     checkpoint_choices as checkpoint_choices,
     compact,
-    growth_chart as growth_chart,
     run_labels as run_labels,
     selected_checkpoint as selected_checkpoint,
-    status_chart as status_chart,
     timeline_figure as timeline_figure,
     utc,
 )

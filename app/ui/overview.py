@@ -35,9 +35,16 @@ class OverviewData:
     actions: list[Action] = field(default_factory=list)
 
 
-def overview_data(ref: ui.StoreRef) -> OverviewData:
+def overview_numbers(ref: ui.StoreRef) -> queries.Overview:
+    """The Overview's numbers alone (one query): the page shows them before it asks for the rest."""
     with ui.guarded():
-        data = OverviewData(ui.query(ref, "overview"), ui.query(ref, "overview_status"),
+        return ui.query(ref, "overview")
+
+
+def overview_data(ref: ui.StoreRef, numbers: queries.Overview | None = None) -> OverviewData:
+    """Everything the Overview shows; ``numbers``: :func:`overview_numbers`, when already drawn."""
+    with ui.guarded():
+        data = OverviewData(numbers or ui.query(ref, "overview"), ui.query(ref, "overview_status"),
                             ui.query(ref, "overview_agents"), ui.query(ref, "overview_runs"),
                             ui.query(ref, "overview_growth"), ui.query(ref, "overview_failures"))
         damaged = ui.query(ref, "damaged_runs", DAMAGED_RUNS_SHOWN)
@@ -115,6 +122,11 @@ def render_actions(actions: list[Action]) -> None:
             if action.run_id and button.button("Inspect run", key=f"action-{i}", type="tertiary",
                                                icon=":material/timeline:"):
                 ui.focus_run_in_timeline(action.run_id)
+
+
+def figure(svg: str) -> None:
+    """A figure drawn as SVG by lastgood.svg_charts (escaped there; no chart library in the browser)."""
+    st.markdown(svg, unsafe_allow_html=True)
 
 
 def render_kpis(o: queries.Overview) -> None:

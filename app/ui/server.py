@@ -126,19 +126,18 @@ def _wait_for_first_indexing() -> None:
     shown = ", ".join(ui.display_url(r.url) for r in running)
     with holder.status(f"Indexing {shown}…", expanded=True):
         st.caption("Listing its checkpoints and checking their structure; the page follows.")
-        _load_chart_and_table_code()
+        _load_table_code()
         for refresh in running:
             refresh.done.wait()
     holder.empty()
 
 
-def _load_chart_and_table_code() -> None:
-    """While the store is indexed, let the browser load and compile its chart and table code
-    (Streamlit fetches each element's code the first time one is shown): an empty, tiny chart
-    and table, gone with the status box. The page's figures then draw without that wait."""
+def _load_table_code() -> None:
+    """While the store is indexed, let the browser load and compile its table code (Streamlit
+    fetches each element's code the first time one is shown): an empty table, gone with the
+    status box. The Overview's tables then draw without that wait."""
     import pyarrow as pa
 
-    st.vega_lite_chart({"data": {"values": []}, "mark": "bar", "height": 1, "width": 1})
     st.dataframe(pa.table({"": pa.array([], pa.string())}), height=40, lazy=False)
 
 

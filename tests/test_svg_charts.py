@@ -1,0 +1,77 @@
+"""The Overview's server-drawn SVG figures: values, scales, hover texts, escaping of store text."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lastgood import svg_charts
+from lastgood.figures import STATUS_COLORS
+
+NS = {"s": "http://www.w3.org/2000/svg"}
+
+
+def parse(svg: str) -> ET.Element:
+    assert "\n" not in svg  # one HTML block for the page's markdown
+    return ET.fromstring(svg)  # well-formed: store text cannot break out of its element
+
+
+def test_status_bars_are_as_tall_as_their_counts() -> None:
+    root = parse(svg_charts.status_bars(pa.table({"status": ["ok", "corrupt", "incomplete"],
+                                                   "checkpoints": [1000, 250, 0]})))
+    bars = root.findall(".//s:rect[@class='mark']", NS)
+    heights = [float(b.get("height")) for b in bars]
+    assert heights[0] == 4 * heights[1] and heights[2] == 0
+    assert [b.get("fill") for b in bars] == [STATUS_COLORS[s] for s in ("ok", "corrupt", "incomplete")]
+    assert [b.find("s:title", NS).text for b in bars] == [
+        "ok: 1,000 checkpoints", "corrupt: 250 checkpoints", "incomplete: 0 checkpoints"]
+    labels = [t.text for t in root.iter(f"{{{NS['s']}}}text")]
+    assert "1,000" in labels and "corrupt" in labels
+
+
+def test_growth_areas_stack_the_agents_and_hover_each_moment() -> None:
+    growth = pa.table({"at_ms": [0.0, 60_000.0, 0.0, 60_000.0], "agent": ["a", "a", "b", "b"],
+                       "total_bytes": [100, 1024, 0, 3072]})
+    root = parse(svg_charts.growth_areas(growth))
+    areas = root.findall(".//s:polygon[@class='mark']", NS)
+    assert [a.find("s:title", NS).text for a in areas] == ["a: 1.0 KB", "b: 3.0 KB"]
+    top_of_b = [float(p.split(",")[1]) for p in areas[1].get("points").split()[:2]]
+    top_of_a = [float(p.split(",")[1]) for p in areas[0].get("points").split()[:2]]
+    assert top_of_b[1] < top_of_a[1]  # b sits on a (SVG y grows downwards)
+    bands = [r.find("s:title", NS).text for r in root.findall(".//s:rect[@fill='transparent']", NS)]
+    assert bands == ["1970-01-01 00:00:00 UTC\na: 100 B\nb: 0 B", "1970-01-01 00:01:00 UTC\na: 1.0 KB\nb: 3.0 KB"]
+    ticks = [t.text for t in root.iter(f"{{{NS['s']}}}text")]
+    assert "4.0 KB" in ticks  # the byte axis in round binary units, reaching the top of the stack
+
+
+def test_store_text_stays_text() -> None:
+    hostile = '</title></svg><script>alert(1)</script> $x$ :material/bolt: "q"'
+    svg = svg_charts.growth_areas(pa.table({"at_ms": [0.0, 1.0], "agent": [hostile, hostile],
+                                            "total_bytes": [1, 2]}))
+    assert "<script" not in svg and "$" not in svg and ":material" not in svg
+    root = parse(svg)
+    assert any(hostile in (t.text or "") for t in root.iter(f"{{{NS['s']}}}title"))  # shown as written
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(min_value=0, max_value=1e15, allow_nan=False))
+def test_axis_ticks_reach_the_top_in_round_steps(top: float) -> None:
+    for ticks in (svg_charts.nice_ticks(top), svg_charts.byte_ticks(top)):
+        assert ticks[0] == 0 and ticks[-1] >= top and len(ticks) <= 12
+        steps = {round(b - a, 6) for a, b in zip(ticks, ticks[1:])}
+        assert len(steps) == 1  # evenly spaced
+    if top > 0:
+        step = svg_charts.nice_ticks(top)[1]
+        mantissa = step / 10 ** math.floor(math.log10(step))
+        assert any(math.isclose(mantissa, m) for m in (1, 2, 5, 10))  # 1, 2 or 5 × 10^k
+
+
+def test_empty_and_single_moment_charts_still_draw() -> None:
+    assert parse(svg_charts.status_bars(pa.table({"status": pa.array([], pa.string()),
+                                                  "checkpoints": pa.array([], pa.int64())})))
+    root = parse(svg_charts.growth_areas(pa.table({"at_ms": [5.0], "agent": ["a"], "total_bytes": [7]})))
+    assert len(root.findall(".//s:polygon[@class='mark']", NS)) == 1
