@@ -332,10 +332,17 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
 
 def _init_worker() -> None:
     """Workers leave Ctrl-C to the parent, which stops handing out chunks and records whole ones.
-    (Forked from a lowered-priority background thread, they inherit its nice value.)"""
+    (Forked from a lowered-priority background thread, they inherit its nice value.)
+
+    A forked worker's garbage collector never walks the objects it inherited (``gc.freeze``): the
+    fork copied them from a parent whose other threads (DuckDB's, Arrow's, the dashboard's) may
+    have been changing them, and CI saw a worker crash with a segmentation fault in its first
+    collection. Its own objects are collected as usual."""
+    import gc
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.freeze()
 
 
 def _on_dask(spec: ReaderSpec, chunks: Iterator[list[CheckpointRecord]], read_data: bool,

@@ -343,6 +343,22 @@ def test_a_worker_that_dies_leaves_its_chunks_to_the_parent(tmp_path: Path, monk
     assert sorted(map(key, again.findings)) == sorted(map(key, expected.findings))
 
 
+def test_forked_workers_never_collect_what_they_inherited() -> None:
+    """A forked worker's collector leaves the parent's objects alone (gc.freeze in its start-up):
+    the fork may have copied them half-changed by another thread of the parent."""
+    import gc
+    import multiprocessing
+
+    from lastgood.parallel import _init_worker
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform: workers are spawned afresh")
+    inherited = [object() for _ in range(1000)]  # noqa: F841 - objects the child inherits
+    with multiprocessing.get_context("fork").Pool(1, initializer=_init_worker) as pool:
+        frozen = pool.apply(gc.get_freeze_count)
+    assert frozen >= 1000 and gc.get_freeze_count() == 0  # frozen in the worker only
+
+
 def test_finding_messages_never_show_a_secret(tmp_path: Path) -> None:
     from lastgood.readers.base import Finding
 
