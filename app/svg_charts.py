@@ -108,7 +108,7 @@ def growth_areas(growth: pa.Table) -> str:
     xs = _x_positions(moments)
     body = _y_axis(ticks, scale, "stored (cumulative)", human_bytes)
     body += _areas(agents, xs, stacked, scale)
-    body += _time_axis(moments, xs)
+    body += _time_axis(moments)
     body += _legend(agents)
     body += _hover_bands(agents, moments, xs, totals)
     return _frame("Storage growth by agent", body)
@@ -144,18 +144,22 @@ def _areas(agents: list[str], xs: list[float], stacked: list[list[int]], scale: 
     return out
 
 
-def _time_axis(moments: list[float], xs: list[float], count: int = 4) -> list[str]:
+def _time_axis(moments: list[float]) -> list[str]:
+    """Evenly spaced times under the chart (3 to 5 labels, by how long they are)."""
     if not moments:
         return []
-    span = moments[-1] - moments[0]
-    fmt = "%Y-%m-%d" if span > 3 * 86_400_000 else "%m-%d %H:%M" if span > 86_400_000 else "%H:%M:%S"
-    picks = sorted({round(i * (len(moments) - 1) / count) for i in range(count + 1)})
+    lo, span = moments[0], moments[-1] - moments[0]
+    fmt = ("%Y-%m-%d" if span > 3 * 86_400_000 else "%m-%d %H:%M" if span > 86_400_000
+           else "%H:%M" if span > 600_000 else "%H:%M:%S")
+    count = 2 if fmt == "%m-%d %H:%M" else 4 if span else 0
     out = [f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{HEIGHT - BOTTOM}" y2="{HEIGHT - BOTTOM}" '
            f'stroke="currentColor" stroke-opacity="0.4"/>']
-    for i in picks:
-        anchor = "start" if i == 0 else "end" if i == len(moments) - 1 else "middle"
-        out.append(f'<text x="{xs[i]:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}" {FONT}>'
-                   f'{_utc(moments[i], fmt)}</text>')
+    for i in range(count + 1):
+        at = lo + span * i / count if count else lo
+        x = LEFT + (WIDTH - LEFT - RIGHT) * (i / count if count else 0)
+        anchor = "start" if i == 0 else "end" if i == count else "middle"
+        out.append(f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}" {FONT}>'
+                   f'{_utc(at, fmt)}</text>')
     out.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 4}" text-anchor="middle" {FONT}>'
                f'time (UTC)</text>')
     return out
