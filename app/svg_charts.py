@@ -4,7 +4,8 @@ A chart element of Streamlit (Vega-Lite, Plotly) makes the browser load and run 
 library before it draws anything of the page it sits on: ~0.5 s of Chromium's CPU for Vega-Lite,
 before the dashboard's first screen. These two figures are static summaries (bars per status,
 stacked storage per agent over time): drawn as SVG here they cost the browser almost nothing.
-Hovering a bar, or a moment of the growth chart, shows its exact values (SVG ``<title>``).
+Hovering a bar or an area shows its exact value (SVG ``<title>``); the markup stays small (the
+page's markdown parses it in the browser: integer coordinates, at most 48 moments per area).
 Text from the store (agent names) is escaped; the markup is one line (a single HTML block for
 the page's markdown). Colors not tied to a status follow the page's text color (light or dark
 theme).
@@ -74,7 +75,7 @@ def _y_axis(ticks: list[float], scale: float, label: str, fmt) -> list[str]:  # 
 
 def status_bars(counts: pa.Table) -> str:
     """Checkpoints per status (``overview.status_counts``: columns status, checkpoints), one bar
-    each, labelled with its count."""
+    each, labelled with its count; hovering a bar shows it."""
     names = [str(n) for n in counts.column("status").to_pylist()]
     values = [int(v or 0) for v in counts.column("checkpoints").to_pylist()]
     ticks = nice_ticks(max(values, default=0))
@@ -95,9 +96,9 @@ def status_bars(counts: pa.Table) -> str:
 
 def growth_areas(growth: pa.Table) -> str:
     """Cumulative stored bytes per agent over time (``overview.growth``: at_ms, agent,
-    total_bytes; every agent at every moment), stacked, with a legend; hovering a moment shows
-    each agent's total then."""
-    moments = sorted({float(t) for t in growth.column("at_ms").to_pylist()})
+    total_bytes; every agent at every moment), stacked; the legend gives each agent's total at
+    the end, as does hovering its area."""
+    moments = _thin(sorted({float(t) for t in growth.column("at_ms").to_pylist()}))
     agents = list(dict.fromkeys(str(a) for a in growth.column("agent").to_pylist()))
     totals = {(str(a), float(t)): int(v or 0) for a, t, v in zip(growth.column("agent").to_pylist(),
                                                                  growth.column("at_ms").to_pylist(),
@@ -109,9 +110,19 @@ def growth_areas(growth: pa.Table) -> str:
     body = _y_axis(ticks, scale, "stored (cumulative)", human_bytes)
     body += _areas(agents, xs, stacked, scale)
     body += _time_axis(moments)
-    body += _legend(agents)
-    body += _hover_bands(agents, moments, xs, totals)
+    body += _legend(agents, [totals.get((a, moments[-1]), 0) if moments else 0 for a in agents])
     return _frame("Storage growth by agent", body)
+
+
+MAX_MOMENTS = 48  # points per area: the browser parses every one (as HTML, in the page's markdown)
+
+
+def _thin(moments: list[float], limit: int = MAX_MOMENTS) -> list[float]:
+    """At most ``limit`` moments, evenly picked, the first and the last always kept (totals are
+    cumulative: a dropped moment loses no bytes, only a bend of the curve)."""
+    if len(moments) <= limit:
+        return moments
+    return [moments[round(i * (len(moments) - 1) / (limit - 1))] for i in range(limit)]
 
 
 def _stack(agents: list[str], moments: list[float], totals: dict[tuple[str, float], int]) -> list[list[int]]:
@@ -134,8 +145,8 @@ def _areas(agents: list[str], xs: list[float], stacked: list[list[int]], scale: 
     bottom = HEIGHT - BOTTOM
     out, below = [], [0] * len(xs)
     for i, (agent, tops) in enumerate(zip(agents, stacked)):
-        upper = " ".join(f"{x:.1f},{bottom - v * scale:.1f}" for x, v in zip(xs, tops))
-        lower = " ".join(f"{x:.1f},{bottom - v * scale:.1f}" for x, v in zip(reversed(xs), reversed(below)))
+        upper = " ".join(f"{x:.0f},{bottom - v * scale:.0f}" for x, v in zip(xs, tops))
+        lower = " ".join(f"{x:.0f},{bottom - v * scale:.0f}" for x, v in zip(reversed(xs), reversed(below)))
         color = AGENT_COLORS[i % len(AGENT_COLORS)]
         out.append(f'<polygon class="mark" points="{upper} {lower}" fill="{color}" fill-opacity="0.75">'
                    f'<title>{text(agent)}: {human_bytes(tops[-1] - below[-1]) if tops else "0 B"}</title></polygon>'
@@ -165,29 +176,17 @@ def _time_axis(moments: list[float]) -> list[str]:
     return out
 
 
-def _legend(agents: list[str]) -> list[str]:
+def _legend(agents: list[str], totals: list[int]) -> list[str]:
+    """Each agent's color, name and stored bytes at the end."""
     out, x = [], float(LEFT)
-    for i, agent in enumerate(agents[:len(AGENT_COLORS)]):
-        shown = agent if len(agent) <= 24 else agent[:23] + "…"
+    for i, (agent, total) in enumerate(zip(agents[:len(AGENT_COLORS)], totals)):
+        name = agent if len(agent) <= 20 else agent[:19] + "…"
+        shown = f"{name} {human_bytes(total)}"
         out.append(f'<rect x="{x:.1f}" y="10" width="10" height="10" fill="{AGENT_COLORS[i]}"/>'
                    f'<text x="{x + 14:.1f}" y="19" {FONT}>{text(shown)}</text>')
         x += 14 + 6.5 * len(shown) + 14
         if x > WIDTH - 60:
             break
-    return out
-
-
-def _hover_bands(agents: list[str], moments: list[float], xs: list[float],
-                 totals: dict[tuple[str, float], int]) -> list[str]:
-    """A transparent band per moment whose title lists every agent's total then."""
-    out = []
-    for i, (t, x) in enumerate(zip(moments, xs)):
-        left = (xs[i - 1] + x) / 2 if i else x
-        right = (x + xs[i + 1]) / 2 if i + 1 < len(xs) else x
-        lines = "&#10;".join(f"{text(a)}: {human_bytes(totals.get((a, t), 0))}" for a in agents)
-        out.append(f'<rect x="{left:.1f}" y="{TOP}" width="{max(right - left, 1):.1f}" '
-                   f'height="{HEIGHT - TOP - BOTTOM}" fill="transparent">'
-                   f'<title>{_utc(t, "%Y-%m-%d %H:%M:%S")} UTC&#10;{lines}</title></rect>')
     return out
 
 

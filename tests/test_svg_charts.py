@@ -33,7 +33,7 @@ def test_status_bars_are_as_tall_as_their_counts() -> None:
     assert "1,000" in labels and "corrupt" in labels
 
 
-def test_growth_areas_stack_the_agents_and_hover_each_moment() -> None:
+def test_growth_areas_stack_the_agents_with_their_totals() -> None:
     growth = pa.table({"at_ms": [0.0, 60_000.0, 0.0, 60_000.0], "agent": ["a", "a", "b", "b"],
                        "total_bytes": [100, 1024, 0, 3072]})
     root = parse(svg_charts.growth_areas(growth))
@@ -42,10 +42,20 @@ def test_growth_areas_stack_the_agents_and_hover_each_moment() -> None:
     top_of_b = [float(p.split(",")[1]) for p in areas[1].get("points").split()[:2]]
     top_of_a = [float(p.split(",")[1]) for p in areas[0].get("points").split()[:2]]
     assert top_of_b[1] < top_of_a[1]  # b sits on a (SVG y grows downwards)
-    bands = [r.find("s:title", NS).text for r in root.findall(".//s:rect[@fill='transparent']", NS)]
-    assert bands == ["1970-01-01 00:00:00 UTC\na: 100 B\nb: 0 B", "1970-01-01 00:01:00 UTC\na: 1.0 KB\nb: 3.0 KB"]
-    ticks = [t.text for t in root.iter(f"{{{NS['s']}}}text")]
-    assert "4.0 KB" in ticks  # the byte axis in round binary units, reaching the top of the stack
+    labels = [t.text for t in root.iter(f"{{{NS['s']}}}text")]
+    assert "a 1.0 KB" in labels and "b 3.0 KB" in labels  # the legend: each agent's total at the end
+    assert "4.0 KB" in labels  # the byte axis in round binary units, reaching the top of the stack
+
+
+def test_a_long_history_is_thinned_to_a_small_figure() -> None:
+    moments = [float(i * 1000) for i in range(600)]
+    growth = pa.table({"at_ms": moments * 2, "agent": ["a"] * 600 + ["b"] * 600,
+                       "total_bytes": list(range(600)) + [2 * i for i in range(600)]})
+    svg = svg_charts.growth_areas(growth)
+    areas = parse(svg).findall(".//s:polygon[@class='mark']", NS)
+    assert all(len(a.get("points").split()) == 2 * svg_charts.MAX_MOMENTS for a in areas)
+    assert len(svg) < 8_000  # the browser parses it as HTML on the first screen
+    assert areas[1].find("s:title", NS).text == "b: 1.2 KB"  # the last moment is always kept: 1,198 B
 
 
 def test_store_text_stays_text() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-DELAY_SECONDS = 0.3  # after the browser got the first screen: it re-runs the fragment then
+DELAY_SECONDS = 1.0  # after the browser got the first screen (it draws it meanwhile): it re-runs the fragment then
 _STATE = "progressive:{name}"  # session state: how many times the fragment ran (first visit only)
 
 
