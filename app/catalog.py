@@ -136,9 +136,7 @@ class Catalog:
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for one operation (a cursor of the kept one, or a fresh one). An index
-        attached by a sole opener is the default database of each cursor this yields only: a
-        cursor made from it (``con.cursor()``) starts in the in-memory database."""
+        """A connection for one operation (a cursor of the kept one, or a fresh one)."""
         if self.keep_open:
             if self._con is None:
                 self._con = _connect_with_retry(self.path, self._row_group_rows)
