@@ -115,19 +115,14 @@ class RefreshReport:
 class Catalog:
     """The index file and the operations that write it."""
 
-    def __init__(self, path: str | Path, keep_open: bool = True, sole_opener: bool = False) -> None:
+    def __init__(self, path: str | Path, keep_open: bool = True) -> None:
         """``keep_open`` holds one connection for the object's life (fast, for one
         command); without it each operation opens and closes the file so other
-        processes (the CLI beside a running dashboard) can take the write lock.
-        ``sole_opener``: nothing else in this process opens the index while this object
-        holds it (one CLI command); an index it creates is then written in row groups
-        of :data:`NEW_INDEX_ROW_GROUP_ROWS` (see :func:`_attach_new`)."""
+        processes (the CLI beside a running dashboard) can take the write lock."""
         self.path = str(path)
         if self.path != ":memory:":
             private_dir(Path(self.path).parent)  # 0700 when created; a file there: one-line error
         self.keep_open = keep_open or self.path == ":memory:"
-        self._row_group_rows = (NEW_INDEX_ROW_GROUP_ROWS if sole_opener and self.keep_open
-                                and self.path != ":memory:" and not Path(self.path).exists() else None)
         self._con: duckdb.DuckDBPyConnection | None = None
         with self.connect() as con:
             migrate(con)
@@ -139,10 +134,8 @@ class Catalog:
         """A connection for one operation (a cursor of the kept one, or a fresh one)."""
         if self.keep_open:
             if self._con is None:
-                self._con = _connect_with_retry(self.path, self._row_group_rows)
+                self._con = _connect_with_retry(self.path)
             cur = self._con.cursor()
-            if self._row_group_rows is not None:
-                cur.execute(f"USE {ATTACHED_ALIAS}")  # a cursor starts in the in-memory database
             try:
                 yield cur
             finally:
@@ -333,44 +326,17 @@ _OPEN_CLOSE = threading.Lock()
 HANDLE_CONFLICT = "unique file handle conflict"
 
 
-# A new index written by one command (``Catalog(sole_opener=True)``) is attached with row groups
-# of this many rows instead of DuckDB's 122,880: a cold listing of ~100k checkpoints then fills
-# whole row groups, which DuckDB compresses and writes on its worker threads during the INSERT
-# (optimistic writes), where one partial row group is compressed on the committing thread by the
-# checkpoint at COMMIT (~0.15 s on a 100,800-row listing). The rows, their order of insertion and
-# every later open are unchanged (a row group's size is not part of the file's format: other
-# connections read it and append with their own).
-NEW_INDEX_ROW_GROUP_ROWS = 61_440
-ATTACHED_ALIAS = "lastgood_index"
-
-
-def _connect_with_retry(path: str, row_group_rows: int | None = None) -> duckdb.DuckDBPyConnection:
+def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + LOCK_RETRY_SECONDS
     while True:
         try:
             with _OPEN_CLOSE:
-                return _plain_utc(duckdb.connect(path) if row_group_rows is None
-                                  else _attach_new(path, row_group_rows))
+                return _plain_utc(duckdb.connect(path))
         except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
             message = str(exc).lower()
             if ("lock" not in message and HANDLE_CONFLICT not in message) or time.monotonic() > deadline:
                 raise LastgoodError(f"the index {path} is busy or unreadable: {exc}") from None
             time.sleep(0.1)
-
-
-def _attach_new(path: str, row_group_rows: int) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with the index file attached (row groups of ``row_group_rows``)
-    and made the default database. Its own database instance: another connection of this
-    process to the same file would conflict with it, so only a sole opener uses this."""
-    con = duckdb.connect(":memory:")
-    try:
-        quoted = path.replace("'", "''")
-        con.execute(f"ATTACH '{quoted}' AS {ATTACHED_ALIAS} (ROW_GROUP_SIZE {int(row_group_rows)})")
-        con.execute(f"USE {ATTACHED_ALIAS}")
-    except BaseException:
-        con.close()
-        raise
-    return con
 
 
 def _close(con: duckdb.DuckDBPyConnection) -> None:

@@ -108,7 +108,7 @@ def _ensure(args: argparse.Namespace, settings: Settings, fmt: str):
 
 
 def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    catalog = open_catalog(settings, sole_opener=True)  # the command's one opener of the index
+    catalog = _catalog(settings)
     summary = index_store(catalog, args.store, reader_name=args.reader, full=args.full,
                           check=args.check, progress=_progress(fmt, "indexing"))
     store = summary.store

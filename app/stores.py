@@ -48,10 +48,8 @@ class IndexSummary:
     verify: VerifyReport | None
 
 
-def open_catalog(settings: Settings | None = None, sole_opener: bool = False) -> Catalog:
-    """The index for one operation; ``sole_opener``: nothing else in this process opens it
-    while the catalog is open (a CLI command; see :class:`Catalog`)."""
-    return Catalog((settings or load_settings()).index_path, sole_opener=sole_opener)
+def open_catalog(settings: Settings | None = None) -> Catalog:
+    return Catalog((settings or load_settings()).index_path)
 
 
 def normalize_url(url: str) -> str:

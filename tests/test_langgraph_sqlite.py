@@ -437,27 +437,3 @@ def _listed_ids(path: Path) -> set[str]:
         return {r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints")}
     finally:
         conn.close()
-
-
-def test_cli_index_into_a_new_home_holds_what_a_plain_index_holds(lg_store: SqliteStore, tmp_path: Path) -> None:
-    """`lastgood index DB` into a new home writes its index through an attached file (smaller
-    row groups, lastgood.catalog.NEW_INDEX_ROW_GROUP_ROWS): every column of every row, the
-    findings, heads and events are what index_store writes through a plain connection."""
-    from lastgood.catalog import Catalog
-    from lastgood.cli import main
-    from lastgood.stores import index_store
-
-    home = tmp_path / "home"
-    assert main(["index", str(lg_store.path), "--home", str(home), "--format", "json"]) in (0, 1)
-    plain = Catalog(tmp_path / "plain" / "index.duckdb")
-    index_store(plain, str(lg_store.path))
-    cli_index = Catalog(home / "index.duckdb")
-    tables = {"checkpoints": "* EXCLUDE (data_checked_at)", "findings": "* EXCLUDE (found_at)",
-              "heads": "*", "events": "*", "stores": "url, reader, scan_token"}
-    for table, columns in tables.items():
-        sql = f"SELECT {columns} FROM {table} ORDER BY ALL"
-        with cli_index.connect() as a, plain.connect() as b:
-            assert a.execute(sql).fetchall() == b.execute(sql).fetchall(), table
-    with cli_index.connect() as con:
-        assert con.execute("SELECT count(*) FROM events").fetchone()[0] > 0
-        assert con.execute("SELECT count(*) FROM heads").fetchone()[0] > 0
