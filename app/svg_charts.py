@@ -24,7 +24,7 @@ from lastgood.figures import STATUS_COLORS
 from lastgood.output import human_bytes
 
 WIDTH, HEIGHT = 480, 270
-LEFT, RIGHT, TOP, BOTTOM = 76, 12, 32, 40
+LEFT, RIGHT, TOP, BOTTOM = 76, 12, 44, 40
 AGENT_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b",
                 "#ff9da6", "#9d755d", "#bab0ac")  # Vega's tableau10, as the charts had before
 FONT = 'font-family="sans-serif" font-size="12" fill="currentColor"'
@@ -177,16 +177,19 @@ def _time_axis(moments: list[float]) -> list[str]:
 
 
 def _legend(agents: list[str], totals: list[int]) -> list[str]:
-    """Each agent's color, name and stored bytes at the end."""
-    out, x = [], float(LEFT)
+    """Each agent's color, name and stored bytes at the end, in rows above the plot (at most two)."""
+    out, x, y = [], float(LEFT), 8.0
     for i, (agent, total) in enumerate(zip(agents[:len(AGENT_COLORS)], totals)):
         name = agent if len(agent) <= 20 else agent[:19] + "…"
         shown = f"{name} {human_bytes(total)}"
-        out.append(f'<rect x="{x:.1f}" y="10" width="10" height="10" fill="{AGENT_COLORS[i]}"/>'
-                   f'<text x="{x + 14:.1f}" y="19" {FONT}>{text(shown)}</text>')
-        x += 14 + 6.5 * len(shown) + 14
-        if x > WIDTH - 60:
-            break
+        width = 14 + 6.3 * len(shown) + 12  # swatch, text at ~6.3 px a character, gap
+        if x + width > WIDTH - RIGHT and x > LEFT:  # next row
+            if y > 8:
+                break  # a third row would cover the plot: the rest are named on hover
+            x, y = float(LEFT), y + 15
+        out.append(f'<rect x="{x:.0f}" y="{y:.0f}" width="10" height="10" fill="{AGENT_COLORS[i]}"/>'
+                   f'<text x="{x + 14:.0f}" y="{y + 9:.0f}" {FONT}>{text(shown)}</text>')
+        x += width
     return out
 
 

@@ -85,3 +85,18 @@ def test_empty_and_single_moment_charts_still_draw() -> None:
                                                   "checkpoints": pa.array([], pa.int64())})))
     root = parse(svg_charts.growth_areas(pa.table({"at_ms": [5.0], "agent": ["a"], "total_bytes": [7]})))
     assert len(root.findall(".//s:polygon[@class='mark']", NS)) == 1
+
+
+def test_the_legend_stays_inside_the_figure() -> None:
+    agents = ["research-agent", "support-agent", "trading-agent", "a-rather-long-agent-name-x"]
+    growth = pa.table({"at_ms": [0.0] * 4, "agent": agents, "total_bytes": [1_500_000, 1_400_000, 1_300_000, 10]})
+    root = parse(svg_charts.growth_areas(growth))
+    texts = {(t.get("x"), t.get("y")): t.text for t in root.findall("s:text", NS)}
+    swatches = [r for r in root.findall("s:rect", NS) if r.get("width") == "10"]
+    assert len(swatches) == 4 and len({r.get("y") for r in swatches}) == 2  # two rows
+    for agent, swatch in zip(agents, swatches):
+        x, y = float(swatch.get("x")), float(swatch.get("y"))
+        label = texts[(f"{x + 14:.0f}", f"{y + 9:.0f}")]
+        assert label.startswith(agent[:19])
+        assert x + 14 + 6.3 * len(label) <= svg_charts.WIDTH  # inside the figure
+        assert y + 10 < svg_charts.TOP  # above the plot
