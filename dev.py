@@ -69,7 +69,12 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_debian_packages()
         return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
-    return subprocess.call([str(BIN / "lastgood"), "ui", *sample_stores(), *rest], cwd=ROOT)
+    # the dashboard replaces this process: a signal sent to it (a terminal closed, SIGTERM) stops the dashboard
+    ui = [str(BIN / "lastgood"), "ui", *sample_stores(), *rest]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.chdir(ROOT)
+    os.execv(ui[0], ui)
 
 
 if __name__ == "__main__":
