@@ -156,9 +156,12 @@ def refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: st
 
     try:
         catalog = Catalog(index_path, keep_open=False)
+        settled = False
         for refresh in pending:
-            if refresh.known and first_page_shown.wait(FIRST_PAGE_WAIT):
-                time.sleep(FIRST_PAGE_SETTLE)
+            if refresh.known and not settled:  # once, before the first known store
+                settled = True
+                if first_page_shown.wait(FIRST_PAGE_WAIT):
+                    time.sleep(FIRST_PAGE_SETTLE)
             started = time.perf_counter()
             try:
                 summary = index_store(catalog, refresh.url, reader_name=reader_name, check=check)

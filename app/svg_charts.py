@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -60,7 +60,7 @@ def _frame(label: str, body: Sequence[str]) -> str:
             f'<title>{text(label)}</title>{"".join(body)}</svg>')
 
 
-def _y_axis(ticks: list[float], scale: float, label: str, fmt) -> list[str]:  # noqa: ANN001 - a formatter
+def _y_axis(ticks: list[float], scale: float, label: str, fmt: Callable[[float], str]) -> list[str]:
     bottom = HEIGHT - BOTTOM
     out = []
     for tick in ticks:
@@ -132,7 +132,7 @@ def _stack(agents: list[str], moments: list[float], totals: dict[tuple[str, floa
     for agent in agents:
         below = [b + totals.get((agent, t), 0) for b, t in zip(below, moments)]
         out.append(below)
-    return [list(col) for col in out]
+    return out
 
 
 def _x_positions(moments: list[float]) -> list[float]:

@@ -1,8 +1,8 @@
 """A page's heavy parts drawn after its first screen, on a session's first visit of the page.
 
-Chromium draws a Streamlit page's elements only once the browser code of every element in the
-batch it received is loaded and run: one table (Streamlit's data grid, its largest element
-bundle) holds back the numbers and figures above it. :func:`after_first_screen` puts such
+In Chromium's profile of the Overview, the first metric appeared only after the browser code of
+every element sent with it was loaded and run: the tables (Streamlit's data grid, its largest
+element bundle) held back the numbers and figures above them. :func:`after_first_screen` puts such
 parts in a fragment that, on the page's first run in a session, draws a short note; the
 browser re-runs the fragment a moment later (``run_every``), once it has drawn the first
 screen, and that run asks for a whole-page run which draws the parts in place. Every later run
