@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -135,6 +136,7 @@ class Catalog:
         if self.keep_open:
             if self._con is None:
                 self._con = _connect_with_retry(self.path)
+                _held.add(self)
             cur = self._con.cursor()
             try:
                 yield cur
@@ -151,6 +153,7 @@ class Catalog:
         if self._con is not None:
             _close(self._con)
             self._con = None
+        _held.discard(self)
 
     # ---- stores -----------------------------------------------------------------
 
@@ -262,6 +265,16 @@ class Catalog:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+
+
+_held: weakref.WeakSet[Catalog] = weakref.WeakSet()  # catalogs holding a connection
+
+
+def close_all() -> None:
+    """Close every catalog of this process that holds its connection open (before a process
+    ends without the interpreter's teardown: the index's last changes reach its file)."""
+    for catalog in list(_held):
+        catalog.close()
 
 
 def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,

@@ -19,7 +19,7 @@ from lastgood.prefetch import prefetch_script
 prefetch_script()  # `lastgood index DB`: a store's first listing starts before the imports below
 
 from lastgood import output, queries  # noqa: E402
-from lastgood.catalog import Catalog  # noqa: E402
+from lastgood.catalog import Catalog, close_all  # noqa: E402
 from lastgood.config import Settings, check_port, load_settings  # noqa: E402
 from lastgood.errors import LastgoodError, as_fault  # noqa: E402
 from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store  # noqa: E402
@@ -205,7 +205,35 @@ COMMANDS: dict[str, Handler] = {
 
 
 def entry() -> Any:  # pragma: no cover - console script shim
-    sys.exit(main())
+    code = main()
+    if nothing_left_running():
+        end_now(code)
+    sys.exit(code)
+
+
+def nothing_left_running() -> bool:
+    """No thread that must finish and no child process: the command's work is all done."""
+    import multiprocessing
+    import threading
+
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    return not others and not multiprocessing.active_children()
+
+
+def end_now(code: int) -> None:
+    """End the process once the command is done, without the interpreter's teardown.
+
+    The teardown frees every object a listing left (Arrow buffers, the reader's memo, modules)
+    one by one: ~50 ms of a 1.1 s `lastgood index` of a 100k-checkpoint DB, after the output is
+    complete. The index is closed first (its last changes reach the file), and the output streams
+    are flushed; daemon threads (a SQLite connection closed in the background) simply stop."""
+    close_all()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
