@@ -213,11 +213,11 @@ def entry() -> Any:  # pragma: no cover - console script shim
 
 def nothing_left_running() -> bool:
     """No thread that must finish and no child process: the command's work is all done."""
-    import multiprocessing
     import threading
 
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    return not others and not multiprocessing.active_children()
+    multiprocessing = sys.modules.get("multiprocessing")  # not imported: no worker was started
+    return not others and not (multiprocessing and multiprocessing.active_children())
 
 
 def end_now(code: int) -> None:

@@ -5,10 +5,12 @@ exit code is the command's — and it waits as usual while a thread or a child s
 from __future__ import annotations
 
 import json
+import multiprocessing
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -50,6 +52,14 @@ def test_a_running_thread_or_child_means_the_normal_exit() -> None:
     finally:
         release.set()
         worker.join()
+    assert cli.nothing_left_running()
+    child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(30,))
+    child.start()
+    try:
+        assert not cli.nothing_left_running()
+    finally:
+        child.terminate()
+        child.join()
     assert cli.nothing_left_running()
 
 
