@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -42,25 +43,23 @@ def test_end_now_closes_the_index_flushes_the_output_and_keeps_the_code(tmp_path
         assert con.execute("SELECT url FROM stores").fetchall() == [("file:///written-before-the-end",)]
 
 
-def test_a_running_thread_or_child_means_the_normal_exit() -> None:
+def _normal_exit_while(start: Callable[[], None], stop: Callable[[], None]) -> None:
+    """Between ``start`` and ``stop`` the command is not done; before and after, it is."""
     assert cli.nothing_left_running()
+    start()
+    try:
+        assert not cli.nothing_left_running()
+    finally:
+        stop()
+    assert cli.nothing_left_running()
+
+
+def test_a_running_thread_or_child_means_the_normal_exit() -> None:
     release = threading.Event()
     worker = threading.Thread(target=release.wait)
-    worker.start()
-    try:
-        assert not cli.nothing_left_running()
-    finally:
-        release.set()
-        worker.join()
-    assert cli.nothing_left_running()
+    _normal_exit_while(worker.start, lambda: (release.set(), worker.join()))
     child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(30,))
-    child.start()
-    try:
-        assert not cli.nothing_left_running()
-    finally:
-        child.terminate()
-        child.join()
-    assert cli.nothing_left_running()
+    _normal_exit_while(child.start, lambda: (child.terminate(), child.join()))
 
 
 def test_the_console_script_leaves_a_complete_index_and_output(tmp_path: Path) -> None:
