@@ -32,6 +32,7 @@ class Overview:
     last_at: Any = None
     by_status: dict[str, int] = field(default_factory=dict)
     findings: dict[str, int] = field(default_factory=dict)
+    data_unread: int = 0  # checkpoints no data check has decoded yet: their status is from structure checks
 
 
 def _frame(catalog: Catalog, sql: str, params: Any = None) -> pd.DataFrame:
@@ -203,7 +204,8 @@ def _duplicate_message(places: set[tuple[str, str]], run_id: str, namespace: str
 def overview(catalog: Catalog, store_id: int) -> Overview:
     row = _rows(catalog, """SELECT count(*) AS checkpoints, count(DISTINCT run_id) AS runs,
         count(DISTINCT agent) AS agents, coalesce(sum(size_bytes), 0) AS size_bytes,
-        min(created_at) AS first_at, max(created_at) AS last_at
+        min(created_at) AS first_at, max(created_at) AS last_at,
+        count(*) FILTER (WHERE verified IS DISTINCT FROM 'data') AS data_unread
         FROM checkpoints WHERE store_id = ?""", [store_id])[0]
     result = Overview(**{k: v for k, v in row.items() if v is not None})
     result.by_status = dict(_pairs(catalog, """SELECT status, count(*) FROM checkpoints

@@ -105,7 +105,8 @@ METRIC_SHOWN = """() => [...document.querySelectorAll('[data-testid="stMetricVal
 # one holds is painted; the moment is taken in the frame after it (Date.now(), the wall clock the
 # benchmark's own clock is read against). Nothing counts while a web font is still loading (its
 # text would not be drawn yet). The tables' test reads the whole page's text (a layout of the page):
-# it runs only once a figure is drawn, so the watch does not slow the moment it measures. Playwright's waits only say when to read these moments:
+# it runs only once a figure is drawn, so the watch does not slow the moment it measures.
+# Playwright's waits only say when to read these moments:
 # its element waits poll with a back-off (0, 20, 50, 100, 100 ms, then every 500 ms), so the time
 # they return can trail what the screen showed by up to half a second.
 WATCH = """(() => {

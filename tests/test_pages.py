@@ -288,3 +288,25 @@ def test_overview_says_when_blob_files_were_not_checked(tmp_path: Path, monkeypa
     ui.clear_query_caches()
     at = run_app()
     assert not any("Blob check pending" in m.value for m in at.markdown)
+
+
+def test_overview_says_when_data_checks_are_pending(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blobs not decoded yet (the index's data check skipped by its byte budget): the numbers say
+    Corrupt is what the structure check found so far, until a data check read them."""
+    writer = NativeWriter(str(tmp_path / "store"))
+    for step in range(4):
+        writer.save("run-a", {"x": step}, agent="a", step=step)
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "store"))
+    monkeypatch.setenv("LASTGOOD_AUTO_DATA_BYTES", "0")
+    monkeypatch.delenv("LASTGOOD_BACKGROUND_CHECK", raising=False)
+    at = run_app()
+    assert any("Data check pending for 4 of 4 checkpoint(s)" in c.value for c in at.caption)
+    from tests.helpers import lastgood_cli
+
+    done = lastgood_cli("verify", "--read-data", str(tmp_path / "store"), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    ui.clear_query_caches()
+    at = run_app()
+    assert {m.label: m.value for m in at.metric}["Checkpoints"] == "4"
+    assert not any("Data check pending" in c.value for c in at.caption)

@@ -140,3 +140,13 @@ def render_kpis(o: queries.Overview) -> None:
         cell.metric(label, shown, border=True, help=exact if exact != shown else None)
     if o.first_at is not None:
         st.caption(f"From {ui.utc(o.first_at)} to {ui.utc(o.last_at)} (UTC)")
+    if o.data_unread:
+        st.caption(data_pending_note(o))
+
+
+def data_pending_note(o: queries.Overview) -> str:
+    """Said under the numbers while some blobs were never decoded: Corrupt may still rise (the page
+    reruns when the dashboard's background data check ends)."""
+    return (f":material/hourglass_top: Data check pending for {o.data_unread:,} of {o.checkpoints:,} "
+            "checkpoint(s): their blobs were not decoded yet, so Corrupt counts what the structure "
+            "check found so far.")
