@@ -115,7 +115,10 @@ def progress_bar(label: str) -> Callable[[int, int | None], None] | None:
 
 
 def overview_dict(o: Overview) -> dict[str, Any]:
-    return asdict(o)
+    """The JSON ``overview``; checkpoints not decoded yet are reported once, as ``data_pending``."""
+    out = asdict(o)
+    del out["data_unread"]
+    return out
 
 
 def human_bytes(n: Any) -> str:

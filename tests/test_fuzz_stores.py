@@ -9,7 +9,8 @@ bytes, damaged pages). Each example runs ``index``, ``ls``, ``show`` and
 valid JSON, bounded time, and the store's bytes unchanged. Most examples call the
 CLI's ``main`` in-process (fast); a sample runs the real ``lastgood`` console
 script under a memory cap (RLIMIT_AS) and a timeout. ``LASTGOOD_FUZZ_SCALE``
-multiplies the example counts (benchmarks/bench_soak.py runs many more).
+multiplies the example counts (120 native, 30 LangGraph, 4 real-CLI by default, sized to keep the
+suite within its time budget; benchmarks/bench_soak.py runs many more).
 """
 
 from __future__ import annotations
@@ -366,7 +367,7 @@ def test_fuzz_native_stores_in_process(native_template: tuple[Path, list[dict[st
                                        capsys: pytest.CaptureFixture[str]) -> None:
     template, base = native_template
 
-    @settings(FUZZ, max_examples=examples(200))
+    @settings(FUZZ, max_examples=examples(120))
     @given(native_mutations(base))
     def one(mutations: list[tuple[Any, ...]]) -> None:
         with workspace() as folder:
@@ -379,7 +380,7 @@ def test_fuzz_native_stores_in_process(native_template: tuple[Path, list[dict[st
 
 
 def test_fuzz_langgraph_sqlite_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    @settings(FUZZ, max_examples=examples(50))
+    @settings(FUZZ, max_examples=examples(30))
     @given(langgraph_mutations())
     def one(mutations: list[tuple[Any, ...]]) -> None:
         with workspace() as folder:
