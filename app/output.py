@@ -121,15 +121,29 @@ def overview_dict(o: Overview) -> dict[str, Any]:
     return out
 
 
+BYTE_UNIT = 1000  # decimal units (1 MB = 10^6 bytes), as the dashboard's tables show sizes
+
+
 def human_bytes(n: Any) -> str:
     if n is None:
         return "-"
     size = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
+        if round(size, 1) < BYTE_UNIT or unit == "TB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
+        size /= BYTE_UNIT
     return str(n)
+
+
+def short_bytes(n: Any) -> str:
+    """:func:`human_bytes` in at most three digits, without a trailing ".0" (axis ticks, a metric
+    in a narrow cell): 734 MB, 1.5 GB, 4 MB."""
+    shown = human_bytes(n)
+    number, _, unit = shown.partition(" ")
+    if not unit or unit == "B":
+        return shown
+    value = float(number)
+    return f"{value:.0f} {unit}" if value >= 100 or value == int(value) else f"{value:.1f} {unit}"
 
 
 def _time(value: Any) -> str:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from lastgood.figures import STATUS_COLORS
-from lastgood.output import human_bytes
+from lastgood.output import BYTE_UNIT, human_bytes, short_bytes
 
 WIDTH, HEIGHT = 480, 270
 LEFT, RIGHT, TOP, BOTTOM = 76, 12, 44, 40
@@ -49,8 +49,9 @@ def nice_ticks(top: float, count: int = 4) -> list[float]:
 
 
 def byte_ticks(top: float, count: int = 4) -> list[float]:
-    """:func:`nice_ticks` in the binary unit (KB, MB, …) of ``top``: labels such as 200 MB, not 195.3 MB."""
-    unit = 1024 ** max(0, min(4, math.floor(math.log(top, 1024)))) if top >= 1 else 1
+    """:func:`nice_ticks` in the unit (KB, MB, …, decimal as :func:`human_bytes`) of ``top``: labels
+    such as 200 MB, not 195.3 MB."""
+    unit = BYTE_UNIT ** max(0, min(4, math.floor(math.log(top, BYTE_UNIT)))) if top >= 1 else 1
     return [t * unit for t in nice_ticks(top / unit, count)]
 
 
@@ -107,7 +108,7 @@ def growth_areas(growth: pa.Table) -> str:
     ticks = byte_ticks(max(stacked[-1], default=0) if stacked else 0)
     scale = (HEIGHT - TOP - BOTTOM) / ticks[-1]
     xs = _x_positions(moments)
-    body = _y_axis(ticks, scale, "stored (cumulative)", human_bytes)
+    body = _y_axis(ticks, scale, "stored (cumulative)", short_bytes)
     body += _areas(agents, xs, stacked, scale)
     body += _time_axis(moments)
     body += _legend(agents, [totals.get((a, moments[-1]), 0) if moments else 0 for a in agents])

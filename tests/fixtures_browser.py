@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from lastgood.config import load_settings
-from lastgood.output import human_bytes
+from lastgood.output import short_bytes
 from lastgood.stores import index_store, open_catalog
 from lastgood.readers.native_writer import NativeWriter, SavedCheckpoint
 
@@ -56,7 +56,7 @@ class DemoStore:
 
     @property
     def human_size(self) -> str:
-        return human_bytes(self.size_bytes)
+        return short_bytes(self.size_bytes)  # as the Overview's metric shows it
 
     def of_run(self, run_id: str) -> list[SavedCheckpoint]:
         return [s for s in self.saved if s.run_id == run_id]

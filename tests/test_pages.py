@@ -302,6 +302,20 @@ def test_overview_says_when_data_checks_are_pending(tmp_path: Path, monkeypatch:
     monkeypatch.delenv("LASTGOOD_BACKGROUND_CHECK", raising=False)
     at = run_app()
     assert any("Data check pending for 4 of 4 checkpoint(s)" in c.value for c in at.caption)
+    assert any("never verified with --read-data" in m.value for m in at.markdown)
+    from lastgood import background
+
+    job = background.start(str(load_settings().index_path), str(tmp_path / "store"), "data",
+                           only_unverified=True, delay=60)  # held before its work: running, nothing read
+    try:
+        at = run_app()
+        actions = " ".join(m.value for m in at.markdown)
+        assert "A data check is reading the 4 checkpoint(s) not decoded yet" in actions
+        assert "never verified" not in actions
+    finally:
+        job.cancel()
+        background.wait(job.index_path, job.url)
+    assert job.state == "cancelled"
     from tests.helpers import lastgood_cli
 
     done = lastgood_cli("verify", "--read-data", str(tmp_path / "store"), home=tmp_path / "home")

@@ -35,7 +35,7 @@ def test_status_bars_are_as_tall_as_their_counts() -> None:
 
 def test_growth_areas_stack_the_agents_with_their_totals() -> None:
     growth = pa.table({"at_ms": [0.0, 60_000.0, 0.0, 60_000.0], "agent": ["a", "a", "b", "b"],
-                       "total_bytes": [100, 1024, 0, 3072]})
+                       "total_bytes": [100, 1000, 0, 3000]})
     root = parse(svg_charts.growth_areas(growth))
     areas = root.findall(".//s:polygon[@class='mark']", NS)
     assert [a.find("s:title", NS).text for a in areas] == ["a: 1.0 KB", "b: 3.0 KB"]
@@ -44,7 +44,7 @@ def test_growth_areas_stack_the_agents_with_their_totals() -> None:
     assert top_of_b[1] < top_of_a[1]  # b sits on a (SVG y grows downwards)
     labels = [t.text for t in root.iter(f"{{{NS['s']}}}text")]
     assert "a 1.0 KB" in labels and "b 3.0 KB" in labels  # the legend: each agent's total at the end
-    assert "4.0 KB" in labels  # the byte axis in round binary units, reaching the top of the stack
+    assert "4 KB" in labels  # the byte axis in round units, reaching the top of the stack
 
 
 def test_a_long_history_is_thinned_to_a_small_figure() -> None:
@@ -100,3 +100,16 @@ def test_the_legend_stays_inside_the_figure() -> None:
         assert label.startswith(agent[:19])
         assert x + 14 + 6.3 * len(label) <= svg_charts.WIDTH  # inside the figure
         assert y + 10 < svg_charts.TOP  # above the plot
+
+
+def test_byte_labels_fit_a_narrow_cell() -> None:
+    """The growth axis and the Storage metric: at most three digits, no trailing ".0"."""
+    from lastgood.output import short_bytes
+
+    mb, gb = 10**6, 10**9
+    assert [short_bytes(n) for n in (0, 512, 4 * mb, 769.9 * mb, 800 * mb, 12.34 * mb, 1.19 * gb, 999.97 * mb)] == [
+        "0 B", "512 B", "4 MB", "770 MB", "800 MB", "12.3 MB", "1.2 GB", "1 GB"]
+    root = parse(svg_charts.growth_areas(pa.table({"at_ms": [0.0, 1.0], "agent": ["a", "a"],
+                                                   "total_bytes": [0, 770 * mb]})))
+    ticks = [t.text for t in root.iter(f"{{{NS['s']}}}text") if t.text and t.text[0].isdigit()]
+    assert "800 MB" in ticks and not any(".0 " in t for t in ticks)

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow as pa
 import streamlit as st
 
-from lastgood import queries, ui
-from lastgood.output import human_bytes
+from lastgood import background, queries, ui
+from lastgood.output import short_bytes
 
 
 @dataclass
@@ -92,6 +92,11 @@ def _verify_actions(ref: ui.StoreRef, depths: dict[str, int]) -> list[Action]:
     read = depths.get("data", 0)
     command = ui.code(f"lastgood verify {ref.display} --read-data")
     out = _blob_pending_actions(ref, depths.get("catalog", 0))
+    job = background.job(ref.index_path, ref.url)
+    if read < total and job is not None and job.running and job.depth == "data":
+        return out + [Action(f"A data check is reading the {total - read:,} checkpoint(s) not decoded yet, in "
+                             "the background (progress in the sidebar; findings show on the Integrity page "
+                             "as they are found, and this page updates when it ends)", "info")]
     if total and not read:
         return out + [Action(f"This store was never verified with --read-data: run {command}", "info")]
     if read < total:
@@ -132,7 +137,7 @@ def figure(svg: str) -> None:
 def render_kpis(o: queries.Overview) -> None:
     cells = st.columns([1.2, 1, 1, 1.3, 1, 1])
     values = [("Checkpoints", o.checkpoints), ("Runs", o.runs), ("Agents", o.agents),
-              ("Storage", human_bytes(o.size_bytes)), ("Corrupt", o.by_status.get("corrupt", 0)),
+              ("Storage", short_bytes(o.size_bytes)), ("Corrupt", o.by_status.get("corrupt", 0)),
               ("Incomplete", o.by_status.get("incomplete", 0))]
     for cell, (label, value) in zip(cells, values):
         shown = ui.compact(value) if isinstance(value, int) else value
