@@ -10,8 +10,8 @@ ui_diff.take_query_params()  # a shared link carries store, A, B (and store_b)
 ref = ui.store_picker()
 if ref is None:
     st.stop()
-runs = ui.runs_frame(ref)
-if runs.empty:
+runs = ui_diff.runs_of(ref)  # most recent first
+if not runs:
     st.info("No checkpoints in this store yet: nothing to compare.")
     st.stop()
 
@@ -20,7 +20,7 @@ runs_b = ui_diff.runs_of(ref_b)
 if not runs_b:
     st.info(f"No checkpoints in store {ui.code(ref_b.display)} yet: pick another store for B.")
     st.stop()
-a, b = ui_diff.pick_checkpoints(ref, sorted(runs["run_id"]), ref_b, runs_b)
+a, b = ui_diff.pick_checkpoints(ref, runs, ref_b, runs_b)
 ui_diff.write_query_params(ref, a, b, ref_b)
 if not a or not b:
     st.info("Pick two checkpoints to compare.")

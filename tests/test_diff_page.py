@@ -47,6 +47,14 @@ def diff_page(params: dict[str, str] | None = None) -> AppTest:
 
 def test_default_is_the_newest_checkpoint_against_its_parent(app_env: DemoStore) -> None:
     at = diff_page()
+    gamma = app_env.of_run("run-gamma")  # the most recent run; its newest checkpoint is the damaged one
+    assert app_env.damaged == gamma[-1]
+    assert at.selectbox(key="diff_run_b").options[0] == "run-gamma"
+    assert at.selectbox(key="diff_ckpt_b").value == gamma[-2].checkpoint_id  # the newest with a state
+    assert at.selectbox(key="diff_ckpt_a").value == gamma[-3].checkpoint_id
+    assert not at.error
+    at.selectbox(key="diff_run_b").select("run-alpha").run()  # another run: its newest, against its parent
+    assert not at.exception, [e.value for e in at.exception]
     alpha = app_env.of_run("run-alpha")
     assert at.selectbox(key="diff_run_b").value == "run-alpha"
     assert at.selectbox(key="diff_ckpt_b").value == alpha[-1].checkpoint_id
@@ -194,8 +202,15 @@ def test_timeline_detail_links_to_compare_with(app_env: DemoStore) -> None:
     assert "Compare with…" in labels and "Compare with parent" not in labels
 
 
+def on_run(at: AppTest, run_id: str) -> AppTest:
+    """B on ``run_id`` (its newest checkpoint with a state), A on its parent."""
+    at.selectbox(key="diff_run_b").select(run_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_per_step_changes_of_the_run_on_demand(app_env: DemoStore) -> None:
-    at = diff_page()
+    at = on_run(diff_page(), "run-alpha")
     at.toggle(key="diff_steps").set_value(True).run()
     assert not at.exception
     table = next(f.value for f in at.dataframe if "paths" in f.value.columns)
@@ -204,7 +219,7 @@ def test_per_step_changes_of_the_run_on_demand(app_env: DemoStore) -> None:
 
 
 def test_restore_rollback_and_quarantine_links_for_a_and_b(app_env: DemoStore) -> None:
-    at = diff_page()
+    at = on_run(diff_page(), "run-alpha")
     alpha = app_env.of_run("run-alpha")
     restores = [e.proto for e in at.get("page_link") if e.proto.label == "Restore this"]
     targets = [str(p.query_string) for p in restores]
@@ -256,8 +271,8 @@ def test_b_from_another_store_by_link_and_by_picker(two_stores: dict[str, str],
     assert at.selectbox(key="diff_ckpt_a").value == s["same"]  # A stays in the native store
     assert any("No changes" in x.value for x in at.success)  # the native copy equals the LangGraph state
     assert dict(at.query_params) == {"store": s["native"], "a": s["same"], "store_b": s["lg"], "b": s["head"]}
-    assert at.selectbox(key="diff_run_b").options == sorted(["tools-1", "interrupt-1", "fork-1", "subgraph-1",
-                                                            "error-1", "delta-1"])
+    assert sorted(at.selectbox(key="diff_run_b").options) == sorted(["tools-1", "interrupt-1", "fork-1",
+                                                                    "subgraph-1", "error-1", "delta-1"])
 
     at.selectbox(key="diff_ckpt_a").select(s["changed"]).run()  # A: the edited copy
     assert not at.exception

@@ -166,3 +166,19 @@ def test_restore_last_good_in_chromium_then_undo(store: DemoStore, chromium_brow
         raise
     finally:
         stop_group(proc)
+
+
+def test_the_form_starts_on_the_latest_run_and_its_last_good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No link: the most recent run, and as the target of a restore its last good checkpoint (the
+    newest one is damaged here), not the newest whatever its state."""
+    demo = build_demo_store(tmp_path / "store", tmp_path / "home")
+    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
+    monkeypatch.setenv("LASTGOOD_STORES", demo.url)
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    gamma = demo.of_run("run-gamma")
+    assert demo.damaged == gamma[-1]
+    at = recovery_app()
+    assert at.selectbox(key="rc_run").value == "run-gamma"  # the most recent run
+    assert at.selectbox(key="rc_target").value == gamma[-2].checkpoint_id
+    at.selectbox(key="rc_run").select("run-alpha").run()
+    assert at.selectbox(key="rc_target").value == demo.of_run("run-alpha")[-1].checkpoint_id

@@ -106,15 +106,24 @@ def pick_store_b(ref: StoreRef) -> StoreRef:
 
 
 def runs_of(ref: StoreRef) -> list[str]:
+    """The store's runs, most recent first (as the Timeline lists them): the default is the latest."""
     runs = runs_frame(ref)
-    return [] if runs.empty else sorted(runs["run_id"])
+    return [] if runs.empty else list(dict.fromkeys(runs["run_id"]))
 
 
 @st.cache_data(ttl=60, max_entries=64, show_spinner=False)
-def _run_choices(index_path: str, store_id: int, run_id: str) -> dict[str, str]:
+def _run_choices(index_path: str, store_id: int, run_id: str) -> dict[str, tuple[str, str]]:
+    """The run's newest checkpoints, newest first: id -> (label, status)."""
     records = inv.run_checkpoints(_catalog(index_path), store_id, run_id)[-MAX_CHOICES:]
-    return {r.checkpoint_id: f"step {r.step} · {utc(r.created_at)} · {r.status} · {r.checkpoint_id[:13]}…"
-            for r in reversed(records)}
+    return {r.checkpoint_id: (f"step {r.step} · {utc(r.created_at)} · {r.status} · {r.checkpoint_id[:13]}…",
+                              r.status) for r in reversed(records)}
+
+
+def _newest_with_state(choices: dict[str, tuple[str, str]]) -> str | None:
+    """The default of a side: the newest checkpoint with a state to compare (not incomplete or
+    corrupt, whose state cannot be shown), else the newest."""
+    usable = (cid for cid, (_, status) in choices.items() if status not in ("incomplete", "corrupt"))
+    return next(usable, next(iter(choices), None))
 
 
 @st.cache_data(ttl=60, max_entries=64, show_spinner=False)
@@ -128,7 +137,8 @@ def _record(index_path: str, store_id: int, ref: str) -> dict[str, Any]:
 
 def pick_checkpoints(ref: StoreRef, runs: list[str], ref_b: StoreRef | None = None,
                      runs_b: list[str] | None = None) -> tuple[str | None, str | None]:
-    """Run and checkpoint for B (default: the newest of the first run; from ``ref_b`` when given)
+    """Run and checkpoint for B (default: the newest checkpoint with a state of the most recent run;
+    from ``ref_b`` when given)
     and A (default: B's parent — when B is in A's store — re-chosen whenever B changes until A is
     picked by hand or named by a link)."""
     ref_b, runs_b = ref_b or ref, runs_b if runs_b is not None else runs
@@ -160,12 +170,13 @@ def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key
         st.session_state[run_key] = runs[0]
     left, right = st.columns([2, 5])
     run = left.selectbox(f"Run ({side})", runs, key=run_key)
-    choices = dict(_run_choices(ref.index_path, ref.store_id, run))
+    listed = _run_choices(ref.index_path, ref.store_id, run)
+    choices = {cid: label for cid, (label, _) in listed.items()}
     record = _maybe_record(ref, wanted) if wanted and wanted not in choices else None
     if record and record["run_id"] == run:  # older than the newest MAX_CHOICES
         choices[wanted] = f"step {record['step']} · {wanted[:13]}…"
     if st.session_state.get(ckpt_key) not in choices:
-        st.session_state[ckpt_key] = next(iter(choices), None)
+        st.session_state[ckpt_key] = _newest_with_state(listed)
     pin = (lambda: st.session_state.update({PIN_A: True})) if side == "A" else None
     return right.selectbox(side, list(choices), format_func=choices.get, key=ckpt_key, on_change=pin)
 

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from lastgood import queries, recovery, ui
+from lastgood import health, queries, recovery, ui
 from lastgood.errors import LastgoodError
 from lastgood.pages import page_path
 from lastgood.stores import OpenStore, open_store
@@ -109,7 +109,7 @@ def recovery_links(ref: ui.StoreRef, checkpoint: dict[str, Any]) -> None:
 
 def render_form(ref: ui.StoreRef) -> None:
     """Action, run, target; a preview button; the plan, reason and apply button."""
-    runs = sorted(ui.runs_frame(ref)["run_id"].unique())
+    runs = list(dict.fromkeys(ui.runs_frame(ref)["run_id"]))  # most recent first, as the Timeline
     if not runs:
         st.info("No runs in this store.")
         return
@@ -123,7 +123,7 @@ def render_form(ref: ui.StoreRef) -> None:
             st.session_state[RUN_KEY] = runs[0]
         run = middle.selectbox("Run", runs, key=RUN_KEY, on_change=_forget_plan)
         if action in NEEDS_TARGET:
-            _target_picker(ref, run, right)
+            _target_picker(ref, run, action, right)
     force = st.checkbox("Allow a quarantined or corrupt target (--force)", key=FORCE_KEY,
                         on_change=_forget_plan)
     auto = st.session_state.pop("rc_autoplan", False)
@@ -137,14 +137,26 @@ def render_form(ref: ui.StoreRef) -> None:
         _reason_and_apply(ref)
 
 
-def _target_picker(ref: ui.StoreRef, run: str, column: Any) -> None:
-    rows = queries.list_checkpoints(ui._catalog(ref.index_path), ref.store_id, run_id=run)
-    choices = {r["checkpoint_id"]: f"step {r['step']} · {r['status']} · {r['checkpoint_id'][:18]}"
-               for r in reversed(rows)}
+def _target_picker(ref: ui.StoreRef, run: str, action: str, column: Any) -> None:
+    rows = list(reversed(queries.list_checkpoints(ui._catalog(ref.index_path), ref.store_id, run_id=run)))
+    choices = {r["checkpoint_id"]: f"step {r['step']} · {r['status']} · {r['checkpoint_id'][:18]}" for r in rows}
     if st.session_state.get(TARGET_KEY) not in choices:
-        st.session_state[TARGET_KEY] = next(iter(choices), None)
+        st.session_state[TARGET_KEY] = default_target(ref, run, action, rows)
     column.selectbox("Checkpoint", list(choices), format_func=choices.get, key=TARGET_KEY,
                      on_change=_forget_plan)
+
+
+def default_target(ref: ui.StoreRef, run: str, action: str, rows: list[dict[str, Any]]) -> str | None:
+    """What an operator most likely means (``rows``: newest first): for a restore or rollback the
+    run's last good checkpoint (else its newest ok one), for a release the newest quarantined one,
+    otherwise the newest."""
+    wanted: tuple[str, ...] = {"restore": ("ok",), "rollback": ("ok",), "release": ("quarantined",)}.get(action, ())
+    if action in ("restore", "rollback"):
+        good = health.last_good(ui._catalog(ref.index_path), ref.store_id, run)
+        if good and any(r["checkpoint_id"] == good for r in rows):
+            return good
+    matching = (r["checkpoint_id"] for r in rows if r["status"] in wanted)
+    return next(matching, rows[0]["checkpoint_id"] if rows else None)
 
 
 def _undo_picker(ref: ui.StoreRef, column: Any) -> None:
