@@ -137,7 +137,7 @@ class Catalog:
             if self._con is None:
                 self._con = _connect_with_retry(self.path)
                 _held.add(self)
-            cur = self._con.cursor()
+            cur = use_index(self._con.cursor(), self.path)
             try:
                 yield cur
             finally:
@@ -339,12 +339,48 @@ _OPEN_CLOSE = threading.Lock()
 HANDLE_CONFLICT = "unique file handle conflict"
 
 
+# Rows per row group of the index. DuckDB writes a bulk insert to the file while it runs only
+# in whole row groups; a smaller part stays in memory and is written, serially, by the commit.
+# At DuckDB's default (122,880 rows) the listing of a 100,800-checkpoint store was such a part:
+# its commit took ~0.2 s of a ~1.1 s `lastgood index`; at 65,536 it takes ~0.01 s. The size is
+# an ATTACH option (not kept in the file), so the index is attached to a named in-memory
+# instance, one per index file (shared by the process's connections, as a file's instance is).
+ROW_GROUP_SIZE = 65_536
+
+
+def _open(path: str) -> duckdb.DuckDBPyConnection:
+    """A connection whose default database is the index file (attached with ROW_GROUP_SIZE)."""
+    if path == ":memory:":
+        return duckdb.connect(path)
+    import hashlib
+
+    con = duckdb.connect(":memory:lastgood-" + hashlib.sha256(path.encode()).hexdigest()[:24])
+    try:
+        quoted = path.replace("'", "''")
+        con.execute(f"ATTACH IF NOT EXISTS '{quoted}' AS {INDEX_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+        con.execute(f"USE {INDEX_ALIAS}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+INDEX_ALIAS = '"index"'  # the name DuckDB gives index.duckdb when it opens the file itself
+
+
+def use_index(cur: duckdb.DuckDBPyConnection, path: str) -> duckdb.DuckDBPyConnection:
+    """A cursor (a new connection to the same instance) whose default database is the index."""
+    if path != ":memory:":
+        cur.execute(f"USE {INDEX_ALIAS}")
+    return cur
+
+
 def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + LOCK_RETRY_SECONDS
     while True:
         try:
             with _OPEN_CLOSE:
-                return _plain_utc(duckdb.connect(path))
+                return _plain_utc(_open(path))
         except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
             message = str(exc).lower()
             if ("lock" not in message and HANDLE_CONFLICT not in message) or time.monotonic() > deadline:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lastgood.catalog import Catalog
+from lastgood.catalog import Catalog, use_index
 from lastgood.queries import RUNS_SQL
 
 GROWTH_BUCKETS = 200
@@ -21,7 +21,7 @@ GROWTH_BUCKETS = 200
 
 def _table(catalog: Catalog, sql: str, params: Any) -> pa.Table:
     with catalog.connect() as con:
-        cur = con.cursor()  # its own cursor: a relation refuses a connection with a result still open
+        cur = use_index(con.cursor(), catalog.path)  # its own cursor: a relation refuses a connection with a result still open
         try:
             return cur.sql(sql, params=params).to_arrow_table()
         finally:
