@@ -268,16 +268,22 @@ def test_only_ui_and_entry_import_streamlit() -> None:
     assert not (ROOT / "app" / "pages").exists()  # would switch Streamlit to legacy multipage mode
 
 
+def four_checkpoint_store(store: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native store of 4 checkpoints, the dashboard's only one; the index decodes no blob
+    (LASTGOOD_AUTO_DATA_BYTES=0)."""
+    writer = NativeWriter(str(store))
+    for step in range(4):
+        writer.save("run-a", {"x": step}, agent="a", step=step)
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", str(store))
+    monkeypatch.setenv("LASTGOOD_AUTO_DATA_BYTES", "0")
+
+
 def test_overview_says_when_blob_files_were_not_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store beyond LASTGOOD_AUTO_WALK_ENTRIES is indexed from its catalog only: the Overview says
     its blob check is pending (with the command that runs it) until `lastgood verify` walked it."""
-    writer = NativeWriter(str(tmp_path / "big"))
-    for step in range(4):
-        writer.save("run-a", {"x": step}, agent="a", step=step)
-    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "big"))
+    four_checkpoint_store(tmp_path / "big", tmp_path / "home", monkeypatch)
     monkeypatch.setenv("LASTGOOD_AUTO_WALK_ENTRIES", "2")
-    monkeypatch.setenv("LASTGOOD_AUTO_DATA_BYTES", "0")
     at = run_app()
     pending = [m.value for m in at.markdown if "Blob check pending for 4 checkpoint(s)" in m.value]
     assert pending and "lastgood verify" in pending[0]
@@ -293,12 +299,7 @@ def test_overview_says_when_blob_files_were_not_checked(tmp_path: Path, monkeypa
 def test_overview_says_when_data_checks_are_pending(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Blobs not decoded yet (the index's data check skipped by its byte budget): the numbers say
     Corrupt is what the structure check found so far, until a data check read them."""
-    writer = NativeWriter(str(tmp_path / "store"))
-    for step in range(4):
-        writer.save("run-a", {"x": step}, agent="a", step=step)
-    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "store"))
-    monkeypatch.setenv("LASTGOOD_AUTO_DATA_BYTES", "0")
+    four_checkpoint_store(tmp_path / "store", tmp_path / "home", monkeypatch)
     monkeypatch.delenv("LASTGOOD_BACKGROUND_CHECK", raising=False)
     at = run_app()
     assert any("Data check pending for 4 of 4 checkpoint(s)" in c.value for c in at.caption)
