@@ -185,6 +185,10 @@ def _short(text: str, width: int = 18) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+DATA_CHECK_PENDING_ONE = ("data check pending: its blob was not decoded by a data check yet (status from the "
+                          "listing and structure checks; `lastgood verify --read-data STORE`)")
+
+
 def render_show(result: dict[str, Any]) -> str:
     c = result["checkpoint"]
     lines = [f"checkpoint {c['checkpoint_id']}",
@@ -193,6 +197,8 @@ def render_show(result: dict[str, Any]) -> str:
              f"  created {_time(c['created_at'])}  status {c['status']}"
              + (f" ({c['status_reason']})" if c.get("status_reason") else ""),
              f"  parent {c.get('parent_id') or '-'}  head {result.get('head') or '-'}"]
+    if c.get("data_checked") is False:
+        lines.append(f"  {DATA_CHECK_PENDING_ONE}")
     for f in result.get("findings", []):
         lines.append(f"  finding [{f['severity']}] {f['check']}: {f['message']}")
     if result.get("state_error"):

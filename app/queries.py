@@ -310,5 +310,14 @@ def checkpoint_fields(record: CheckpointRecord) -> dict[str, Any]:
     return out
 
 
+def data_checked(catalog: Catalog, store_id: int, record: CheckpointRecord) -> bool:
+    """Whether a data check decoded this checkpoint's blob (``ls``'s ``data_checked``)."""
+    with catalog.connect() as con:
+        row = con.execute("""SELECT coalesce(bool_or(verified = 'data'), false) FROM checkpoints
+            WHERE store_id = ? AND run_id = ? AND namespace = ? AND checkpoint_id = ?""",
+                          [store_id, record.run_id, record.namespace, record.checkpoint_id]).fetchone()
+    return bool(row[0])
+
+
 def metadata_json(record: CheckpointRecord) -> str:
     return json.dumps(dict(record.metadata), sort_keys=True, default=str)

@@ -20,7 +20,7 @@ def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, A
     record = queries.resolve_checkpoint(catalog, store.store_id, ref)
     state, error = load_state_safely(store, record)
     result: dict[str, Any] = {
-        "checkpoint": redact(queries.checkpoint_fields(record)),
+        "checkpoint": _fields(catalog, store.store_id, record),
         "state": state,
         "pending_writes": pending_writes(store, record),
         "findings": store_findings(catalog, store.store_id, checkpoint_id=record.checkpoint_id),
@@ -31,6 +31,13 @@ def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, A
     if error:
         result["state_error"] = error
     return result
+
+
+def _fields(catalog: Catalog, store_id: int, record: CheckpointRecord) -> dict[str, Any]:
+    """The checkpoint's fields (redacted), with ``data_checked`` as ``ls`` rows carry it."""
+    fields = redact(queries.checkpoint_fields(record))
+    fields["data_checked"] = queries.data_checked(catalog, store_id, record)
+    return fields
 
 
 def load_state_safely(store: OpenStore, record: CheckpointRecord) -> tuple[Any, str | None]:
@@ -63,7 +70,7 @@ def checkpoint_view(catalog: Catalog, store_id: int, ref: str,
         reason = f"the store cannot be opened: {exc}"
     record = queries.resolve_checkpoint(catalog, store_id, ref)
     events = queries.events(catalog, store_id, checkpoint_id=record.checkpoint_id)
-    return {"checkpoint": redact(queries.checkpoint_fields(record)), "state": None,
+    return {"checkpoint": _fields(catalog, store_id, record), "state": None,
             "pending_writes": [], "findings": store_findings(catalog, store_id, checkpoint_id=record.checkpoint_id),
             "events": redact(events.to_dict(orient="records")), "state_error": redact(reason),
             "head": queries.head_of(catalog, store_id, record.run_id, record.namespace)}

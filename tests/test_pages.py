@@ -319,9 +319,21 @@ def test_overview_says_when_data_checks_are_pending(tmp_path: Path, monkeypatch:
     assert job.state == "cancelled"
     from tests.helpers import lastgood_cli
 
-    done = lastgood_cli("verify", "--read-data", str(tmp_path / "store"), home=tmp_path / "home")
+    store, home = str(tmp_path / "store"), tmp_path / "home"
+    newest = json.loads(lastgood_cli("ls", store, "--format", "json", home=home).stdout)[-1]["checkpoint_id"]
+    at = pick_checkpoint(run_app(TIMELINE), "run-a", newest)  # one checkpoint says it too, as `show` does
+    assert any("Data check pending" in c.value for c in at.caption)
+    shown = lastgood_cli("show", store, newest, "--format", "json", home=home)
+    assert json.loads(shown.stdout)["checkpoint"]["data_checked"] is False
+    assert "data check pending" in lastgood_cli("show", store, newest, home=home).stdout
+
+    done = lastgood_cli("verify", "--read-data", store, home=home)
     assert done.returncode == 0, done.stderr
     ui.clear_query_caches()
     at = run_app()
     assert {m.label: m.value for m in at.metric}["Checkpoints"] == "4"
     assert not any("Data check pending" in c.value for c in at.caption)
+    at = pick_checkpoint(run_app(TIMELINE), "run-a", newest)
+    assert not any("Data check pending" in c.value for c in at.caption)
+    shown = lastgood_cli("show", store, newest, "--format", "json", home=home)
+    assert json.loads(shown.stdout)["checkpoint"]["data_checked"] is True

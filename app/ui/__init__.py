@@ -447,6 +447,9 @@ def render_checkpoint(ref: StoreRef, checkpoint: str) -> None:
     st.badge(c["status"], color=BADGE_COLORS.get(c["status"], "gray"))
     if c.get("status_reason"):
         (st.error if c["status"] in DAMAGED else st.info)(f"{c['status']}: {md_escape(c['status_reason'])}")
+    if c.get("data_checked") is False and c["status"] not in DAMAGED:
+        st.caption(":material/hourglass_top: Data check pending: its blob was not decoded by a data check yet, "
+                   "so its status comes from the listing and structure checks.")
     _render_fields(c, result.get("head"))
     from lastgood.ui.recovery import recovery_links  # lazy: ui_recovery imports this module
 
