@@ -8,6 +8,7 @@ Read queries for the CLI and pages live in ``app.queries``.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import weakref
@@ -346,14 +347,13 @@ HANDLE_CONFLICT = "unique file handle conflict"
 # an ATTACH option (not kept in the file), so the index is attached to a named in-memory
 # instance, one per index file (shared by the process's connections, as a file's instance is).
 ROW_GROUP_SIZE = 65_536
+INDEX_ALIAS = '"index"'  # the name DuckDB gives index.duckdb when it opens the file itself
 
 
 def _open(path: str) -> duckdb.DuckDBPyConnection:
     """A connection whose default database is the index file (attached with ROW_GROUP_SIZE)."""
     if path == ":memory:":
         return duckdb.connect(path)
-    import hashlib
-
     con = duckdb.connect(":memory:lastgood-" + hashlib.sha256(path.encode()).hexdigest()[:24])
     try:
         quoted = path.replace("'", "''")
@@ -363,9 +363,6 @@ def _open(path: str) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
-
-
-INDEX_ALIAS = '"index"'  # the name DuckDB gives index.duckdb when it opens the file itself
 
 
 def use_index(cur: duckdb.DuckDBPyConnection, path: str) -> duckdb.DuckDBPyConnection:

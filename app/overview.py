@@ -21,7 +21,8 @@ GROWTH_BUCKETS = 200
 
 def _table(catalog: Catalog, sql: str, params: Any) -> pa.Table:
     with catalog.connect() as con:
-        cur = use_index(con.cursor(), catalog.path)  # its own cursor: a relation refuses a connection with a result still open
+        # its own cursor: a relation refuses a connection with a result still open
+        cur = use_index(con.cursor(), catalog.path)
         try:
             return cur.sql(sql, params=params).to_arrow_table()
         finally:

@@ -164,3 +164,25 @@ def test_threads_opening_and_closing_the_index_never_conflict(tmp_path: Path) ->
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_the_index_is_written_in_row_groups_of_its_own_size(tmp_path: Path) -> None:
+    """Every connection attaches the index with ROW_GROUP_SIZE rows per row group (a bulk insert of
+    more is written while it runs, not by its commit); another Catalog of the same file in this
+    process, its cursors, and a plain DuckDB connection after both closed all see the same rows."""
+    from lastgood.catalog import ROW_GROUP_SIZE
+
+    path = tmp_path / "home" / "index.duckdb"
+    rows = ROW_GROUP_SIZE + 1_000
+    first = Catalog(path)
+    with first.connect() as con:
+        assert con.execute("SELECT current_database()").fetchone()[0] == "index"
+        con.execute("""INSERT INTO checkpoints (store_id, run_id, checkpoint_id)
+                       SELECT 1, 'run', CAST(i AS VARCHAR) FROM range(?) t(i)""", [rows])
+        groups = con.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('checkpoints')").fetchone()[0]
+    assert groups == 2  # DuckDB's default (122,880 rows) would hold them in one
+    second = Catalog(path, keep_open=False)
+    assert count(second, "SELECT count(*) FROM checkpoints") == rows
+    first.close()
+    with duckdb.connect(str(path), read_only=True) as plain:
+        assert plain.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == rows
