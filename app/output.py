@@ -124,26 +124,31 @@ def overview_dict(o: Overview) -> dict[str, Any]:
 BYTE_UNIT = 1000  # decimal units (1 MB = 10^6 bytes), as the dashboard's tables show sizes
 
 
+def _scaled(n: Any) -> tuple[float, str]:
+    """``n`` bytes as (value, unit), the value below BYTE_UNIT once rounded to one decimal."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if round(size, 1) < BYTE_UNIT:
+            return size, unit
+        size /= BYTE_UNIT
+    return size, "TB"
+
+
 def human_bytes(n: Any) -> str:
     if n is None:
         return "-"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if round(size, 1) < BYTE_UNIT or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= BYTE_UNIT
-    return str(n)
+    size, unit = _scaled(n)
+    return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
 
 
 def short_bytes(n: Any) -> str:
     """:func:`human_bytes` in at most three digits, without a trailing ".0" (axis ticks, a metric
     in a narrow cell): 734 MB, 1.5 GB, 4 MB."""
-    shown = human_bytes(n)
-    number, _, unit = shown.partition(" ")
-    if not unit or unit == "B":
-        return shown
-    value = float(number)
-    return f"{value:.0f} {unit}" if value >= 100 or value == int(value) else f"{value:.1f} {unit}"
+    if n is None:
+        return "-"
+    size, unit = _scaled(n)
+    tenths = round(size, 1)
+    return f"{size:.0f} {unit}" if unit == "B" or tenths >= 100 or tenths == int(tenths) else f"{tenths:.1f} {unit}"
 
 
 def _time(value: Any) -> str:

@@ -21,8 +21,8 @@ from lastgood.output import dumps
 from lastgood.show import load_state_safely
 from lastgood.stateview import find_conversation, truncate
 from lastgood.readers.registry import display_url
-from lastgood.ui import (STORE_KEY, StoreRef, _candidate_urls, _catalog, _ensure_indexed, _open_store, code,
-                         guarded, md_escape, runs_frame, utc)
+from lastgood.ui import (DAMAGED, STORE_KEY, StoreRef, _candidate_urls, _catalog, _ensure_indexed, _open_store,
+                         code, guarded, md_escape, runs_frame, utc)
 
 MAX_CHOICES = 500
 MAX_MESSAGE_CHANGES = 200
@@ -122,7 +122,7 @@ def _run_choices(index_path: str, store_id: int, run_id: str) -> dict[str, tuple
 def _newest_with_state(choices: dict[str, tuple[str, str]]) -> str | None:
     """The default of a side: the newest checkpoint with a state to compare (not incomplete or
     corrupt, whose state cannot be shown), else the newest."""
-    usable = (cid for cid, (_, status) in choices.items() if status not in ("incomplete", "corrupt"))
+    usable = (cid for cid, (_, status) in choices.items() if status not in DAMAGED)
     return next(usable, next(iter(choices), None))
 
 
