@@ -343,6 +343,39 @@ def _init_worker() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()
+    release_inherited_sockets()
+
+
+def release_inherited_sockets() -> None:
+    """Let go of every socket a forked worker inherited: the dashboard server's listening socket
+    and browser connections, a reader's database connection (a worker opens the store afresh).
+
+    A connection stays open while any process holds it. With the workers of a long data check
+    holding the dashboard's, a keep-alive connection the server had closed stayed open to the
+    browser, which sent its next page request on it, and nobody ever read it: the page never
+    loaded until the check ended. Each socket's descriptor now points at /dev/null instead
+    (not closed: the number is not reused while objects copied from the parent still name it)."""
+    import stat
+
+    folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    try:
+        descriptors = [int(name) for name in os.listdir(folder)]
+    except (OSError, ValueError):
+        return
+    null: int | None = None
+    try:
+        for fd in descriptors:
+            try:
+                if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    continue
+                if null is None:
+                    null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, fd)
+            except OSError:
+                continue  # the listing's own descriptor, already gone
+    finally:
+        if null is not None:
+            os.close(null)
 
 
 def _on_dask(spec: ReaderSpec, chunks: Iterator[list[CheckpointRecord]], read_data: bool,

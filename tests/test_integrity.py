@@ -359,6 +359,30 @@ def test_forked_workers_never_collect_what_they_inherited() -> None:
     assert frozen >= 1000 and gc.get_freeze_count() == 0  # frozen in the worker only
 
 
+def test_workers_hold_none_of_the_parents_sockets(tmp_path: Path) -> None:
+    """A data check's forked workers let go of the parent's sockets: a connection the parent
+    closes while they run (the dashboard server ending a browser's keep-alive connection) is
+    closed for its peer at once, not when the check ends (a page request the browser sent on
+    it was never answered while the dashboard's background check ran)."""
+    import socket
+
+    catalog, summary = _damaged_native(tmp_path)
+    ours, peer = socket.socketpair()  # made before the workers fork: they inherit it
+    peer.settimeout(10)
+    read: list[bytes] = []
+
+    def progress(done: int, total: int | None) -> None:
+        if done and not read:  # a chunk came back from a worker: the pool is running
+            ours.close()
+            read.append(peer.recv(1))  # b"" (end of stream) once no process holds our end
+
+    report = verify_store(catalog, summary.store.store_id, summary.store.reader, read_data=True,
+                          workers=2, progress=progress)
+    assert report.workers == 2 and report.checked > 0
+    assert read == [b""]
+    peer.close()
+
+
 def test_finding_messages_never_show_a_secret(tmp_path: Path) -> None:
     from lastgood.readers.base import Finding
 
