@@ -235,6 +235,25 @@ def test_empty_index_and_empty_store_are_explained(tmp_path: Path, monkeypatch: 
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
     at = run_app(TIMELINE)
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
+    assert not at.get("plotly_chart")  # the frame drawn while the page read the store is gone
+
+
+def test_timeline_draws_a_frame_before_reading_then_its_figure(app_env: DemoStore,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's first Timeline draws an empty frame before it reads the checkpoints (the browser
+    loads Plotly's script meanwhile); the figure replaces it, and later reruns draw no frame."""
+    calls: list[str] = []
+    for name, label in (("timeline_placeholder", "frame"), ("timeline_data", "read")):
+        original = getattr(ui, name)
+        monkeypatch.setattr(ui, name, lambda *a, _f=original, _l=label: calls.append(_l) or _f(*a))
+    at = run_app(TIMELINE)
+    assert calls == ["frame", "read"]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    figure = json.loads(charts[0].proto.spec)
+    assert figure["data"] and "Reading the checkpoints" not in charts[0].proto.spec
+    at.toggle(key="tl_by_status").set_value(True).run()
+    assert calls == ["frame", "read", "read"] and len(at.get("plotly_chart")) == 1
 
 
 # ---- layering -------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from lastgood.figures import (  # the names pages use are re-exported here
     run_labels as run_labels,
     selected_checkpoint as selected_checkpoint,
     timeline_figure as timeline_figure,
+    timeline_placeholder as timeline_placeholder,
     utc,
 )
 from lastgood.stateview import (
