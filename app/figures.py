@@ -236,7 +236,12 @@ def timeline_figure(data: TimelineData, color_by_status: bool, y: str,
 def timeline_placeholder() -> go.Figure:
     """An empty frame of the Timeline's size, drawn where its figure will be while the page reads
     the checkpoints: the browser starts loading and compiling its Plotly script (4.7 MB, ~1.5 s of
-    a small machine's CPU) then, not only once the figure is ready."""
+    a small machine's CPU) then, not only once the figure is ready.
+
+    pandas is imported first: this can be the page's first import of Plotly, whose narwhals reads
+    ``sys.modules["pandas"]`` without waiting, while another thread (the Overview's warm-up of
+    these imports) is still importing pandas; an ``import`` waits for that import to finish."""
+    import pandas  # noqa: F401
     import plotly.graph_objects as go
 
     fig = go.Figure()
