@@ -62,6 +62,7 @@ from bench_ui_open import (
     lastgood_command,
     stop_group,
     wait_for_listener,
+    watch_script,
 )
 from lastgood.figures import compact  # the Overview's metric format (1.0M)
 from common import (
@@ -88,30 +89,10 @@ TIMELINE_POINTS = """() => [...document.querySelectorAll('.js-plotly-plot .scatt
   .some(el => { const box = el.getBoundingClientRect(); return box.width > 0 && box.height > 0; })
   && [...document.querySelectorAll('[data-testid="stSelectbox"]')].some(el => el.innerText.includes('Checkpoint'))"""
 OVERVIEW_USABLE = f"() => ({METRIC_SHOWN})() && ({OVERVIEW_FIGURE})()"
-# Records, per page kind, when it was first usable since the last reset (window.__pagesReset()):
+# Records, per page kind, when it was first usable since the last reset (window.__pagesDrawnReset()):
 # tested in the animation frame after every change, the time taken in the frame after the painting one.
-WATCH = """(() => {
-  const checks = {overview: OVERVIEW_USABLE, timeline: TIMELINE_POINTS, metric: METRIC_SHOWN};
-  window.__pagesDrawn = {};
-  window.__pagesReset = () => { window.__pagesDrawn = {}; };
-  let queued = false;
-  const test = () => {
-    queued = false;
-    if (document.fonts.status !== "loaded") return;
-    const drawn = window.__pagesDrawn;
-    for (const [name, check] of Object.entries(checks)) {
-      if (name in drawn) continue;
-      let holds = false;
-      try { holds = check(); } catch (e) { holds = false; }
-      if (holds) { drawn[name] = null; requestAnimationFrame(() => { drawn[name] = Date.now(); }); }
-    }
-  };
-  const later = () => { if (!queued) { queued = true; requestAnimationFrame(test); } };
-  new MutationObserver(later).observe(document, {subtree: true, childList: true, attributes: true,
-                                                 characterData: true});
-  document.fonts.addEventListener("loadingdone", later);
-})();""".replace("OVERVIEW_USABLE", OVERVIEW_USABLE).replace("TIMELINE_POINTS", TIMELINE_POINTS).replace(
-    "METRIC_SHOWN", METRIC_SHOWN)
+WATCH = watch_script({"overview": OVERVIEW_USABLE, "timeline": TIMELINE_POINTS, "metric": METRIC_SHOWN},
+                     variable="__pagesDrawn")
 # The floor under a Plotly page: a Streamlit app of a title, one Plotly chart of 500 points and a picker
 FLOOR_PLOTLY = """import plotly.graph_objects as go
 import streamlit as st
@@ -142,7 +123,7 @@ def goto(page: Any, url: str, name: str, timeout: float) -> float:
 
 
 def click_link(page: Any, label: str, name: str, timeout: float) -> float:
-    page.evaluate("() => window.__pagesReset()")
+    page.evaluate("() => window.__pagesDrawnReset()")
     link = page.get_by_test_id("stSidebarNav").get_by_role("link", name=label)
     started = time.time()
     link.click()

@@ -109,16 +109,18 @@ METRIC_SHOWN = """() => [...document.querySelectorAll('[data-testid="stMetricVal
 # Playwright's waits only say when to read these moments:
 # its element waits poll with a back-off (0, 20, 50, 100, 100 ms, then every 500 ms), so the time
 # they return can trail what the screen showed by up to half a second.
-WATCH = """(() => {
-  const checks = {metric: METRIC_SHOWN, figure: FIGURE_DRAWN, tables: TABLES_DRAWN};
-  const drawn = window.__lastgoodDrawn = {};
+WATCH_JS = """(() => {
+  const checks = CHECKS, after = AFTER;
+  window.VARIABLE = {};
+  window.VARIABLEReset = () => { window.VARIABLE = {}; };
   let queued = false;
   const test = () => {
     queued = false;
     if (document.fonts.status !== "loaded") return;  // text in a font still loading is not drawn yet
+    const drawn = window.VARIABLE;
     for (const [name, check] of Object.entries(checks)) {
       if (name in drawn) continue;
-      if (name === "tables" && !("figure" in drawn)) continue;  // its test reads the whole page's text
+      if (name in after && !(after[name] in drawn)) continue;  // e.g. a test reading the whole page's text
       let holds = false;
       try { holds = check(); } catch (e) { holds = false; }
       if (holds) { drawn[name] = null; requestAnimationFrame(() => { drawn[name] = Date.now(); }); }
@@ -128,8 +130,21 @@ WATCH = """(() => {
   new MutationObserver(later).observe(document, {subtree: true, childList: true, attributes: true,
                                                  characterData: true});
   document.fonts.addEventListener("loadingdone", later);
-})();""".replace("METRIC_SHOWN", METRIC_SHOWN).replace("FIGURE_DRAWN", FIGURE_DRAWN).replace(
-    "TABLES_DRAWN", TABLES_DRAWN)
+})();"""
+
+
+def watch_script(checks: dict[str, str], variable: str = "__lastgoodDrawn",
+                 after: dict[str, str] | None = None) -> str:
+    """The watch (see above) as an init script: ``checks`` maps a name to a JS function testing a
+    condition; ``window[variable][name]`` gets its time; ``window[variable + "Reset"]()`` forgets
+    them all; a name in ``after`` is tested only once the name it maps to was recorded."""
+    entries = ", ".join(f"{name}: {check}" for name, check in checks.items())
+    return (WATCH_JS.replace("CHECKS", "{" + entries + "}").replace("AFTER", json.dumps(after or {}))
+            .replace("VARIABLE", variable))
+
+
+WATCH = watch_script({"metric": METRIC_SHOWN, "figure": FIGURE_DRAWN, "tables": TABLES_DRAWN},
+                     after={"tables": "figure"})
 
 
 def drawn_at(page: Any, name: str, started_epoch: float, fallback: float) -> float:
