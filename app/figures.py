@@ -236,14 +236,11 @@ def timeline_figure(data: TimelineData, color_by_status: bool, y: str,
 def timeline_placeholder() -> go.Figure:
     """An empty frame of the Timeline's size, drawn where its figure will be while the page reads
     the checkpoints: the browser starts loading and compiling its Plotly script (4.7 MB, ~1.5 s of
-    a small machine's CPU) then, not only once the figure is ready.
+    a small machine's CPU) then, not only once the figure is ready. It can be the page's first
+    Plotly import, while the Overview's warm-up imports pandas: see ``import_plotly_figures``."""
+    from lastgood.lazy_plotly_theme import import_plotly_figures
 
-    pandas is imported first: this can be the page's first import of Plotly, whose narwhals reads
-    ``sys.modules["pandas"]`` without waiting, while another thread (the Overview's warm-up of
-    these imports) is still importing pandas; an ``import`` waits for that import to finish."""
-    import pandas  # noqa: F401
-    import plotly.graph_objects as go
-
+    go = import_plotly_figures()
     fig = go.Figure()
     fig.add_annotation(text="Reading the checkpoints…", showarrow=False, xref="paper", yref="paper",
                        x=0.5, y=0.5, font=dict(color="#888"))

@@ -109,13 +109,18 @@ def warm_up(delay: float = WARM_UP_DELAY) -> threading.Thread:
     global _warm_up
     with _lock:
         if _warm_up is None:
-            _warm_up = threading.Timer(delay, _import_plotly_pages)
+            _warm_up = threading.Timer(delay, import_plotly_figures)
             _warm_up.daemon = True
             _warm_up.name = "lastgood-warm-up"
             _warm_up.start()
         return _warm_up
 
 
-def _import_plotly_pages() -> None:
+def import_plotly_figures() -> ModuleType:
+    """``plotly.graph_objects``, pandas imported first: plotly's narwhals looks pandas up in
+    ``sys.modules`` without waiting, so a first Plotly import while another thread (the warm-up)
+    is still importing pandas would see it half-made; an ``import`` of pandas waits for it."""
     import pandas  # noqa: F401
-    import plotly.graph_objects  # noqa: F401
+    import plotly.graph_objects as go
+
+    return go

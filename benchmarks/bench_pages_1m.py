@@ -43,9 +43,7 @@ Writes the ``pages-1m`` section of docs/benchmarks.md (``--no-write`` to skip).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +58,8 @@ from bench_ui_open import (
     METRIC_SHOWN,
     free_port,
     lastgood_command,
+    spawn_floor,
+    spawn_ui,
     stop_group,
     wait_for_listener,
     watch_script,
@@ -136,23 +136,6 @@ def overview_checkpoints(page: Any) -> str:
     return dict(zip((k.strip() for k in labels), (v.strip() for v in values))).get("Checkpoints", "")
 
 
-def start_ui(store: Path, home: Path, port: int, log: Path) -> subprocess.Popen:
-    env = dict(os.environ, LASTGOOD_HOME=str(home), PYTHONUNBUFFERED="1")
-    with log.open("ab") as out:
-        return subprocess.Popen([*lastgood_command(), "ui", str(store), "--port", str(port)], cwd=ROOT,
-                                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-
-
-def start_floor(app: Path, port: int, log: Path) -> subprocess.Popen:
-    command = [str(Path(sys.executable).with_name("streamlit")), "run", str(app), "--server.headless", "true",
-               "--server.port", str(port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]
-    with log.open("ab") as out:
-        return subprocess.Popen(command, cwd=app.parent, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-
-
 def settle(idle: list[float], wait: float) -> None:
     seen = wait_for_idle(0.7, wait) if wait else None
     if seen is not None:
@@ -181,9 +164,9 @@ def measure(store: Path, checkpoints: int, home: Path, folder: Path, repeat: int
     plotly_app = folder / "floor" / "plotly_app.py"
     plotly_app.write_text(FLOOR_PLOTLY)
     port, floor_port, plotly_port = free_port(), free_port(), free_port()
-    proc = start_ui(store, home, port, log)
-    floor = start_floor(app, floor_port, log)
-    floor_plotly = start_floor(plotly_app, plotly_port, log)
+    proc = spawn_ui(str(store), home, port, log)
+    floor = spawn_floor(app, floor_port, log)
+    floor_plotly = spawn_floor(plotly_app, plotly_port, log)
     url = f"http://127.0.0.1:{port}"
     new_page = lambda: _new_context(browser).new_page()
     try:

@@ -197,18 +197,33 @@ def process_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def spawn_ui(store: str, home: Path, port: int, log: Path) -> subprocess.Popen:
+    """``lastgood ui STORE --port P`` as typed, on ``home``, in its own process group."""
+    env = dict(os.environ, LASTGOOD_HOME=str(home), PYTHONUNBUFFERED="1")
+    with log.open("ab") as out:
+        return subprocess.Popen([*lastgood_command(), "ui", store, "--port", str(port)], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def spawn_floor(app: Path, port: int, log: Path) -> subprocess.Popen:
+    """``streamlit run APP`` headless on ``port``, in its own process group."""
+    command = [str(Path(sys.executable).with_name("streamlit")), "run", str(app), "--server.headless", "true",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
+    with log.open("ab") as out:
+        return subprocess.Popen(command, cwd=app.parent, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
 def open_overview(context: Any, store: str, home: Path, log: Path, timeout: float,
                   port: int) -> dict[str, Any]:
     """Start ``lastgood ui STORE`` on ``port``; seconds until the Overview's figures show in a new
     tab of the browser profile ``context``, and its metrics."""
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, LASTGOOD_HOME=str(home), PYTHONUNBUFFERED="1")
-    command = [*lastgood_command(), "ui", store, "--port", str(port)]
     page = context.new_page()
     started, started_epoch = time.perf_counter(), time.time()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = spawn_ui(store, home, port, log)
     try:
         deadline = started + timeout
         wait_for_listener(proc, port, deadline, log)
@@ -243,14 +258,9 @@ st.metric("Checkpoints", 1)
 def open_floor(context: Any, app: Path, log: Path, timeout: float, port: int) -> float:
     """The floor under any Streamlit dashboard on this machine: ``streamlit run`` of a two-element
     app (a title and one metric), timed like the Overview: command start → the metric visible."""
-    command = [str(Path(sys.executable).with_name("streamlit")), "run", str(app), "--server.headless", "true",
-               "--server.port", str(port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]
     page = context.new_page()
     started, started_epoch = time.perf_counter(), time.time()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(command, cwd=app.parent, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = spawn_floor(app, port, log)
     try:
         wait_for_listener(proc, port, started + timeout, log)
         page.goto(f"http://127.0.0.1:{port}", timeout=timeout * 1000)
