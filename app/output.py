@@ -8,9 +8,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import date, datetime
+from operator import itemgetter
 from typing import Any
 
 from lastgood.queries import Overview
+from lastgood.readers.gc_pause import gc_paused
+from lastgood.records import columns_of, flat_records, map_column, map_records
 from lastgood.redact import redact, redact_text
 
 STATE_PREVIEW_CHARS = 4000
@@ -31,9 +34,24 @@ def to_jsonable(value: Any) -> Any:
 def dumps(value: Any, indent: int | None = 2) -> str:
     """JSON text; NaN and infinities (not valid JSON) become strings."""
     try:
+        if indent == 2 and flat_records(value):
+            return _records_json(value)
         return json.dumps(value, default=to_jsonable, indent=indent, ensure_ascii=False, allow_nan=False)
     except ValueError:
         return json.dumps(_nan_safe(value), default=to_jsonable, indent=indent, ensure_ascii=False)
+
+
+# a record's members on lines of their own, as indent=2 puts them inside a list, by json's C encoder
+# (json.dumps with an indent encodes in Python: ~18 s for a million `ls` rows against ~8 s)
+_RECORD = json.JSONEncoder(separators=(",\n    ", ": "), default=to_jsonable, ensure_ascii=False,
+                           allow_nan=False).encode
+
+
+def _records_json(rows: list[dict[str, Any]]) -> str:
+    """``json.dumps(rows, indent=2)`` (same text) for a list of flat dicts."""
+    if not rows:
+        return "[]"
+    return "[\n" + ",\n".join("  {\n    " + _RECORD(r)[1:-1] + "\n  }" if r else "  {}" for r in rows) + "\n]"
 
 
 def _nan_safe(value: Any) -> Any:
@@ -49,8 +67,9 @@ def _nan_safe(value: Any) -> Any:
 def emit(value: Any, fmt: str, render: Callable[[Any], str]) -> None:
     """Print a command's result: redacted (every field, by ``lastgood.redact``), and
     with control characters escaped so store text cannot drive the terminal."""
-    value = redact(value)
-    text = json_safe(dumps(value)) if fmt == "json" else render(escape_tree(value))
+    with gc_paused():  # results hold no cycles: no collection rescans a million rows being copied
+        value = redact(value)
+        text = json_safe(dumps(value)) if fmt == "json" else render(escape_tree(value))
     sys.stdout.write(text.rstrip("\n") + "\n")
 
 
@@ -65,6 +84,11 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
+def _escape_column(_key: Any, values: list[Any]) -> list[Any]:
+    """``escape_tree`` of one column of records (lastgood.records), skipped when it has no control."""
+    return map_column(values, lambda text: bool(_CONTROL.search(text)), escape_tree, " ")
+
+
 def escape_tree(value: Any) -> Any:
     """``value`` with every string (keys too) passed through ``escape_controls``."""
     if isinstance(value, str):
@@ -72,6 +96,8 @@ def escape_tree(value: Any) -> Any:
     if isinstance(value, dict):
         return {escape_tree(k): escape_tree(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if (table := columns_of(value)) is not None:  # rows of one shape: a column at a time
+            return map_records(value, table, escape_tree, _escape_column)
         return [escape_tree(v) for v in value]
     return value
 
@@ -155,19 +181,38 @@ def _time(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else str(value or "-")
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
-    return "\n".join(lines)
+def table(rows: list[list[Any]], header: list[str]) -> str:
+    """Left-aligned columns two spaces apart (cells shown as ``str`` shows them)."""
+    return column_table([list(col) for col in zip(*rows)] if rows else [[] for _ in header], header)
+
+
+def column_table(columns: list[list[Any]], header: list[str]) -> str:
+    """:func:`table` of cells given a column at a time (a million ``ls`` rows in seconds)."""
+    widths = [max(len(h), max(map(len, map(str, col)), default=0)) for h, col in zip(header, columns)]
+    line = "  ".join(f"{{!s:<{w}}}" for w in widths).format  # one C-level call per row
+    return "\n".join([line(*header).rstrip(), *[line(*r).rstrip() for r in zip(*columns)]])
+
+
+LS_ALWAYS = frozenset(("run_id", "step", "created_at", "trigger", "kind", "status", "size_bytes", "checkpoint_id"))
 
 
 def render_ls(rows: list[dict[str, Any]]) -> str:
-    body = [[r["run_id"] + (f" [{_short(r['namespace'])}]" if r.get("namespace") else ""),
-             str(r["step"] if r["step"] is not None else "-"), _time(r["created_at"]),
-             r["trigger"] or "-", r["kind"] or "-", r["status"], human_bytes(r["size_bytes"]),
-             r["checkpoint_id"], (r.get("status_reason") or "")[:60]] for r in rows]
+    def col(key: str) -> list[Any]:
+        return list(map(itemgetter(key), rows)) if key in LS_ALWAYS else [r.get(key) for r in rows]
+
+    runs = [run + (f" [{_short(ns)}]" if ns else "") for run, ns in zip(col("run_id"), col("namespace"))]
+    columns = [runs, ["-" if s is None else str(s) for s in col("step")], list(map(_time, col("created_at"))),
+               [t or "-" for t in col("trigger")], [k or "-" for k in col("kind")], col("status"),
+               _each_distinct(human_bytes, col("size_bytes")), col("checkpoint_id"),
+               [(reason or "")[:60] for reason in col("status_reason")]]
     header = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
-    return table(body, header) + f"\n{len(rows)} checkpoint(s)" + _data_pending_note(rows)
+    return column_table(columns, header) + f"\n{len(rows)} checkpoint(s)" + _data_pending_note(rows)
+
+
+def _each_distinct(fn: Callable[[Any], str], values: list[Any]) -> list[str]:
+    """``[fn(v) for v in values]``, computed once per distinct value (sizes repeat)."""
+    done = {v: fn(v) for v in set(values)}
+    return [done[v] for v in values]
 
 
 def _data_pending_note(rows: list[dict[str, Any]]) -> str:

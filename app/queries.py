@@ -10,6 +10,7 @@ from lastgood.catalog import Catalog
 from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound
 from lastgood.checks import Check
 from lastgood.readers.base import CheckpointRecord, Finding, record_from_row
+from lastgood.readers.gc_pause import gc_paused
 
 if TYPE_CHECKING:  # pandas is imported only by the queries that return frames (fast CLI start)
     import pandas as pd
@@ -49,7 +50,8 @@ def _rows(catalog: Catalog, sql: str, params: Any = None) -> list[dict[str, Any]
     with catalog.connect() as con:
         cur = con.execute(sql, params or [])
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        with gc_paused():  # a million rows of `ls`: no collection rescans them while they are built
+            return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
 def stores(catalog: Catalog) -> pd.DataFrame:
