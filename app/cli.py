@@ -24,7 +24,6 @@ from lastgood.config import Settings, check_port, load_settings  # noqa: E402
 from lastgood.errors import LastgoodError, as_fault  # noqa: E402
 from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store  # noqa: E402
 from lastgood.verify import store_findings  # noqa: E402
-from lastgood.readers.gc_pause import gc_paused  # noqa: E402
 
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
@@ -131,12 +130,10 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog, summary = _ensure(args, settings, fmt)
-    with gc_paused():  # up to millions of rows, no cycles: no collection rescans them
-        rows = queries.list_checkpoints(catalog, summary.store.store_id, run_id=args.run,
-                                        status=args.status)
-        if fmt == "json":
-            rows = [{k: r[k] for k in queries.LS_FIELDS + queries.LS_CHECK_FIELDS} for r in rows]
-        output.emit(rows, fmt, output.render_ls)
+    fields = queries.LS_FIELDS + queries.LS_CHECK_FIELDS if fmt == "json" else None
+    rows = queries.list_checkpoints(catalog, summary.store.store_id, run_id=args.run, status=args.status,
+                                    fields=fields)
+    output.emit(rows, fmt, output.render_ls)
     return 0
 
 

@@ -193,18 +193,16 @@ def column_table(columns: list[list[Any]], header: list[str]) -> str:
     return "\n".join([line(*header).rstrip(), *[line(*r).rstrip() for r in zip(*columns)]])
 
 
-LS_ALWAYS = frozenset(("run_id", "step", "created_at", "trigger", "kind", "status", "size_bytes", "checkpoint_id"))
-
-
 def render_ls(rows: list[dict[str, Any]]) -> str:
     def col(key: str) -> list[Any]:
-        return list(map(itemgetter(key), rows)) if key in LS_ALWAYS else [r.get(key) for r in rows]
+        return list(map(itemgetter(key), rows))
 
-    runs = [run + (f" [{_short(ns)}]" if ns else "") for run, ns in zip(col("run_id"), col("namespace"))]
+    runs = [run + (f" [{_short(ns)}]" if ns else "")
+            for run, ns in zip(col("run_id"), [r.get("namespace") for r in rows])]
     columns = [runs, ["-" if s is None else str(s) for s in col("step")], list(map(_time, col("created_at"))),
                [t or "-" for t in col("trigger")], [k or "-" for k in col("kind")], col("status"),
                _each_distinct(human_bytes, col("size_bytes")), col("checkpoint_id"),
-               [(reason or "")[:60] for reason in col("status_reason")]]
+               [(r.get("status_reason") or "")[:60] for r in rows]]
     header = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
     return column_table(columns, header) + f"\n{len(rows)} checkpoint(s)" + _data_pending_note(rows)
 

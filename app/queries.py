@@ -75,13 +75,20 @@ def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
         count(*) FROM checkpoints WHERE store_id = ? GROUP BY ALL""", store_id)}
 
 
+# what a listed checkpoint's row holds beyond LS_FIELDS, by name
+LISTED_EXTRA = {"agent": "agent", "data_checked": "coalesce(verified = 'data', false)",
+                "blobs_pending": "coalesce(verified = 'catalog', false)"}
+
+
 def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
-                     status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """Checkpoints in the ``ls`` JSON shape, by run then time."""
+                     status: str | None = None, limit: int | None = None,
+                     fields: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Checkpoints by run then time: LS_FIELDS and LISTED_EXTRA, or only ``fields`` (of those),
+    in that order (the ``ls`` JSON shape is ``LS_FIELDS + LS_CHECK_FIELDS``)."""
     where, params = _where(store_id, run_id=run_id, status=status)
-    sql = f"""SELECT {', '.join(LS_FIELDS)}, agent, coalesce(verified = 'data', false) AS data_checked,
-                     coalesce(verified = 'catalog', false) AS blobs_pending
-              FROM checkpoints WHERE {where}
+    exprs = {**{f: f for f in LS_FIELDS}, **LISTED_EXTRA}
+    select = ", ".join(exprs[f] if exprs[f] == f else f"{exprs[f]} AS {f}" for f in fields or exprs)
+    sql = f"""SELECT {select} FROM checkpoints WHERE {where}
               ORDER BY run_id, namespace, created_at, step, checkpoint_id"""
     if limit:
         sql += f" LIMIT {int(limit)}"
