@@ -17,6 +17,7 @@ from lastgood.catalog import Catalog, use_index
 from lastgood.queries import RUNS_SQL
 
 GROWTH_BUCKETS = 200
+DAMAGED_RUNS_SHOWN = 3  # the Overview suggests an action for each of this many damaged runs
 
 
 def _table(catalog: Catalog, sql: str, params: Any) -> pa.Table:

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,7 @@ lazy_plotly_theme.install()  # before Streamlit's import: its Plotly theme waits
 
 import streamlit as st  # noqa: E402
 
-from lastgood import overview as overview_tables, queries, serve  # noqa: E402
+from lastgood import page_queries, queries, serve  # noqa: E402
 from lastgood.catalog import Catalog
 from lastgood.config import load_settings
 from lastgood.credentials import split_url
@@ -115,31 +115,17 @@ def _open_store(index_path: str, url: str) -> OpenStore:
     return open_store(_catalog(index_path), url)
 
 
-QUERIES: dict[str, Callable[..., Any]] = {
-    "overview": queries.overview, "runs": queries.runs,
-    "timeline": lambda c, sid, run, agent, most: queries.timeline(c, sid, run_id=run, agent=agent,
-                                                                 max_points=most),
-    "events": lambda c, sid, run, agent: queries.events(c, sid, run_id=run, agent=agent),
-    "verification": queries.verification_depths,
-    "overview_status": overview_tables.status_counts, "overview_runs": overview_tables.runs,
-    "overview_agents": overview_tables.agents,
-    "overview_growth": overview_tables.growth, "overview_failures": overview_tables.failures,
-    "damaged_runs": overview_tables.damaged_runs,
-}
+QUERIES = page_queries.QUERIES  # the dashboard's queries by name (lastgood.page_queries)
 
 
 @st.cache_data(ttl=CACHE_TTL, max_entries=256, show_spinner=False)
 def _query(index_path: str, name: str, store_id: int, *args: Any) -> Any:
-    """``QUERIES[name]`` over the cached catalog, cached by these plain arguments (redacted)."""
-    result = QUERIES[name](_catalog(index_path), store_id, *args)
-    if isinstance(result, pa.Table):
-        return _redact_table(result)
-    return _redact_frame(result) if _is_frame(result) else result
-
-
-def _is_frame(value: Any) -> bool:
-    pandas = sys.modules.get("pandas")  # not imported: no query returned a frame
-    return pandas is not None and isinstance(value, pandas.DataFrame)
+    """``QUERIES[name]`` over the cached catalog, cached by these plain arguments (redacted); the
+    first page takes what ``lastgood ui`` read ahead of it (page_queries.prepare)."""
+    prepared = page_queries.take(index_path, store_id, name, args)
+    if prepared is not page_queries.MISSING:
+        return prepared
+    return page_queries.run(_catalog(index_path), name, store_id, *args)
 
 
 def query(ref: StoreRef, name: str, *args: Any) -> Any:
@@ -152,6 +138,7 @@ def _checkpoint(index_path: str, url: str, store_id: int, ref: str) -> dict[str,
 
 
 def clear_query_caches() -> None:
+    page_queries.forget()
     _query.clear()
     _checkpoint.clear()
 
@@ -348,26 +335,7 @@ def take_focus_run() -> str | None:
 # ---- tables ---------------------------------------------------------------------------
 
 
-def _redact_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
-            out[column] = out[column].map(lambda v: redact_text(v) if isinstance(v, str) else v)
-    return out
-
-
-def _redact_table(table: pa.Table) -> pa.Table:
-    """Every text column of ``table`` through redact_text (a column is rebuilt only when a value
-    changed; without pandas, see lastgood.overview.text_array)."""
-    for i, column in enumerate(table.schema):
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            values = table.column(i).to_pylist()
-            redacted = [redact_text(v) if v is not None else None for v in values]
-            if redacted != values:
-                table = table.set_column(i, column.with_type(pa.string()), overview_tables.text_array(redacted))
-    return table
+_redact_frame = page_queries.redacted  # for the pages that redact a frame of their own
 
 
 def _is_time(frame: pd.DataFrame | pa.Table, column: str) -> bool:

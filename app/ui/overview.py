@@ -10,6 +10,7 @@ import pyarrow as pa
 import streamlit as st
 
 from lastgood import background, queries, ui
+from lastgood.overview import DAMAGED_RUNS_SHOWN
 from lastgood.output import short_bytes
 
 
@@ -52,7 +53,6 @@ def overview_data(ref: ui.StoreRef, numbers: queries.Overview | None = None) -> 
     return data
 
 
-DAMAGED_RUNS_SHOWN = 3
 
 
 def suggested_actions(ref: ui.StoreRef, data: OverviewData, damaged: tuple[list[dict[str, Any]], int],
