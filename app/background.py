@@ -59,6 +59,8 @@ class VerifyJob:
         found = f"{self.errors_found} error(s), {self.warnings_found} warning(s) found"
         if self.state == "failed":
             return f"{what} failed after {count} checkpoints: {self.error}"
+        if self.running and self.total is None and self.done == 0:
+            return f"{what}: checking — counting the checkpoints to read…"  # not "checking 0"
         verb = {"running": "checking", "done": "checked", "cancelled": "cancelled after"}[self.state]
         return f"{what}: {verb} {count} checkpoints; {found}"
 

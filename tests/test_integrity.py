@@ -411,3 +411,15 @@ def test_verify_cli_usage_errors_are_one_line(tmp_path: Path) -> None:
         done = lastgood_cli("verify", url, *args, home=home)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
         assert done.stderr.startswith("lastgood: error:") and "Traceback" not in done.stderr
+
+
+def test_a_background_check_not_yet_counted_says_so_rather_than_checking_0() -> None:
+    from lastgood.background import VerifyJob
+
+    job = VerifyJob("index.duckdb", "store", "data")
+    assert job.summary() == "full read: checking — counting the checkpoints to read…"
+    job._progress(0, 40)
+    assert job.summary() == "full read: checking 0 of 40 checkpoints; 0 error(s), 0 warning(s) found"
+    job._progress(40, 40)
+    job.state = "done"
+    assert job.summary().startswith("full read: checked 40 of 40 checkpoints")
