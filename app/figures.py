@@ -111,7 +111,12 @@ def run_labels(runs: pd.DataFrame) -> dict[str, str]:
     return labels
 
 
-def _point_label(row: pd.Series, aggregated: bool) -> str:
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of ``frame`` as dicts (``iterrows`` builds a Series per row: ~10× slower)."""
+    return frame.to_dict("records")
+
+
+def _point_label(row: dict[str, Any], aggregated: bool) -> str:
     import pandas as pd
 
     if aggregated and pd.isna(row.get("checkpoint_id")):
@@ -126,7 +131,7 @@ def _point_label(row: pd.Series, aggregated: bool) -> str:
             f"{plain(row['checkpoint_id'])}{reason}{_step_label(row)}")
 
 
-def _step_label(row: pd.Series) -> str:
+def _step_label(row: dict[str, Any]) -> str:
     """What the checkpoint changed against its parent, when the data check recorded it."""
     import pandas as pd
 
@@ -170,7 +175,7 @@ def _point_trace(frame: pd.DataFrame, name: str, color: str, y: str, aggregated:
         x=naive_utc(frame["created_at"]), y=_y_values(frame, y), mode="markers", name=name,
         legendgroup=group, legendgrouptitle_text=group, customdata=ids.where(ids.notna(), None).values,
         marker=dict(color=color, symbol=symbols, size=sizes, line=dict(width=1, color="#333")),
-        hovertext=[_point_label(r, aggregated) for _, r in frame.iterrows()], hoverinfo="text")
+        hovertext=[_point_label(r, aggregated) for r in _records(frame)], hoverinfo="text")
 
 
 def _event_traces(events: pd.DataFrame, points: pd.DataFrame, y: str) -> list[go.Scatter]:
@@ -191,7 +196,7 @@ def _event_traces(events: pd.DataFrame, points: pd.DataFrame, y: str) -> list[go
             marker=dict(symbol=EVENT_SYMBOLS.get(kind, "triangle-up"), size=12, opacity=0.8,
                         color=EVENT_COLORS.get(kind, "#333"), line=dict(width=1, color="#fff")),
             hovertext=[f"<b>{plain(kind)}</b> in {plain(r['run_id'])}<br>{utc(r['created_at'])} UTC<br>"
-                       f"{plain(str(r['message'] or '')[:160])}" for _, r in group.iterrows()],
+                       f"{plain(str(r['message'] or '')[:160])}" for r in _records(group)],
             hoverinfo="text", customdata=group[["checkpoint_id"]].values))
     return traces
 
@@ -267,4 +272,4 @@ def checkpoint_choices(points: pd.DataFrame) -> dict[str, str]:
     named = points.dropna(subset=["checkpoint_id"]).sort_values("created_at", ascending=False)
     named = named.head(MAX_CHOICES)
     return {r["checkpoint_id"]: f"{r['run_id']} · step {r['step']} · {utc(r['created_at'])} · "
-            f"{r['trigger']} · {r['status']} · {r['checkpoint_id'][:13]}…" for _, r in named.iterrows()}
+            f"{r['trigger']} · {r['status']} · {r['checkpoint_id'][:13]}…" for r in _records(named)}
