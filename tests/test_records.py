@@ -113,3 +113,38 @@ def test_printing_a_hundred_thousand_ls_rows_takes_seconds_not_minutes(capsys: A
     table_text, json_text = capsys.readouterr().out.split("\n[\n", 1)
     assert table_text.count("\n") == 100_001 and json.loads("[\n" + json_text)[-1]["step"] == 99_999 % 500
     assert elapsed < 10.0, f"{elapsed:.1f} s"
+
+
+TIMES = st.one_of(st.none(), st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 12, 31),
+                                         timezones=st.just(UTC)))
+
+
+def _listed_times(times: list[datetime | None], zone: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """``created_at`` of ``times`` as ``ls`` reads it: Python datetimes, "table" text, "json" text."""
+    from lastgood import queries
+    from lastgood.catalog import Catalog
+
+    catalog = Catalog(":memory:")
+    with catalog.connect() as con:
+        con.execute(f"SET GLOBAL TimeZone = '{zone}'")
+        con.execute("INSERT INTO stores (url) VALUES ('x')")
+        con.executemany("INSERT INTO checkpoints (store_id, run_id, checkpoint_id, created_at, status) "
+                        "VALUES (1, 'r', ?, ?, 'ok')", [[f"c{i:04d}", t] for i, t in enumerate(times)])
+    listed = [queries.list_checkpoints(catalog, 1, time_text=style) for style in (None, "table", "json")]
+    return tuple([row["created_at"] for row in rows] for rows in listed)  # type: ignore[return-value]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(TIMES, min_size=1, max_size=30))
+def test_ls_times_formatted_by_duckdb_are_the_text_python_printed(times: list[datetime | None]) -> None:
+    values, table_text, json_text = _listed_times(times, "UTC")
+    assert table_text == [output._time(v) if v is not None else None for v in values]
+    assert json_text == [output.to_jsonable(v) if v is not None else None for v in values]
+    assert any(v is None for v in values) or all(isinstance(t, str) for t in json_text)
+
+
+def test_outside_utc_the_table_keeps_the_local_time_and_json_keeps_pythons_offset() -> None:
+    summer = datetime(2026, 7, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    values, table_text, json_text = _listed_times([summer], "Europe/Berlin")
+    assert table_text == ["2026-07-01 14:00:00"] == [output._time(values[0])]
+    assert json_text == values and output.to_jsonable(json_text[0]) == "2026-07-01T14:00:00.250000+02:00"
