@@ -102,7 +102,16 @@ def prepare(index_path: str, store_id: int, wanted: tuple[tuple[Any, ...], ...] 
     thread = threading.Thread(target=_run_ahead, args=(index_path, store_id, slots), daemon=True,
                               name="lastgood-first-page")
     thread.start()
+    expiry = threading.Timer(PREPARED_SECONDS + TAKE_WAIT_SECONDS, _expire, [[slot for *_, slot in slots]])
+    expiry.daemon = True  # a first page that was not the Overview leaves them: dropped then
+    expiry.start()
     return thread
+
+
+def _expire(slots: list[tuple[Future, list[float]]]) -> None:
+    with _lock:
+        for key in [key for key, slot in _prepared.items() if any(slot is s for s in slots)]:
+            del _prepared[key]
 
 
 def _run_ahead(index_path: str, store_id: int,

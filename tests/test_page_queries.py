@@ -9,6 +9,7 @@ asked. Real native stores, a real index, a real AppTest run of the Overview, the
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,16 @@ def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
     argv = ["ui", url, "--port", "8599", "--home", str(Path(index_path).parent)]
     assert cli.main([*argv, "--allow-write"] if allow_write else argv) == 0
     assert calls == ([(index_path, store_id)] if prepared else [])
+
+
+def test_results_no_page_took_are_dropped_after_their_time(indexed, monkeypatch) -> None:
+    _, index_path, store_id = indexed
+    monkeypatch.setattr(page_queries, "PREPARED_SECONDS", 0.2)
+    monkeypatch.setattr(page_queries, "TAKE_WAIT_SECONDS", 0.1)
+    thread = page_queries.prepare(index_path, store_id)
+    assert len(page_queries._prepared) == len(page_queries.OVERVIEW)  # kept for the first page…
+    thread.join(60)
+    deadline = time.monotonic() + 10
+    while page_queries._prepared and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not page_queries._prepared  # …and dropped when it did not come for them
