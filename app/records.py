@@ -30,7 +30,8 @@ def columns_of(rows: Sequence[Any]) -> tuple[list[Any], list[list[Any]]] | None:
 
 
 def flat_records(value: Any) -> bool:
-    """True when ``value`` is a list of dicts whose values are all leaves (no containers)."""
+    """True when ``value`` is a list of dicts whose values are all leaves (no containers, and no
+    bytes: JSON output shows those as a dict)."""
     if type(value) is not list:
         return False
     kinds: set[type] = set()
@@ -38,7 +39,7 @@ def flat_records(value: Any) -> bool:
         if type(row) is not dict:
             return False
         kinds.update(map(type, row.values()))
-    return not any(issubclass(k, CONTAINERS) for k in kinds)
+    return not any(issubclass(k, (*CONTAINERS, bytes, bytearray)) for k in kinds)
 
 
 def rows_of(keys: Sequence[Any], columns: Sequence[list[Any]]) -> list[dict[str, Any]]:

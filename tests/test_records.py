@@ -148,3 +148,9 @@ def test_outside_utc_the_table_keeps_the_local_time_and_json_keeps_pythons_offse
     values, table_text, json_text = _listed_times([summer], "Europe/Berlin")
     assert table_text == ["2026-07-01 14:00:00"] == [output._time(values[0])]
     assert json_text == values and output.to_jsonable(json_text[0]) == "2026-07-01T14:00:00.250000+02:00"
+
+
+
+def test_json_of_records_holding_bytes_is_the_text_json_dumps_writes() -> None:
+    rows = [{"a": b"raw", "b": 1}] * 3  # bytes are shown as a dict: not a flat record's one line
+    assert output.dumps(rows) == json.dumps(rows, default=output.to_jsonable, indent=2, ensure_ascii=False)
