@@ -54,3 +54,4 @@ def tables() -> None:
 progressive.after_first_screen("overview-tables", tables, "Loading the failures, agents and runs tables…")
 
 ui.warm_up_plotly_pages()  # Timeline/Diff's imports, in the background a little after this page
+ui.warm_up_timeline(ref)  # the Timeline's first screen, read into the query cache after that

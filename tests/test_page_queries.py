@@ -160,3 +160,29 @@ def test_results_no_page_took_are_dropped_after_their_time(indexed, monkeypatch)
     while page_queries._prepared and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not page_queries._prepared  # …and dropped when it did not come for them
+
+
+def test_the_timelines_first_screen_is_read_while_the_overview_is_shown(indexed, monkeypatch) -> None:
+    from lastgood import ui
+
+    _, index_path, store_id = indexed
+    monkeypatch.setattr(serve, "first_page_shown", threading.Event())
+    monkeypatch.setattr(ui, "TIMELINE_WARM_UP_DELAY", 0.0)
+    asked: list[str] = []
+    real_run = page_queries.run
+    monkeypatch.setattr(page_queries, "run", lambda c, name, *a: asked.append(name) or real_run(c, name, *a))
+
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    warming = [t for t in threading.enumerate() if t.name == "lastgood-timeline-warm-up"]
+    assert warming
+    for thread in warming:
+        thread.join(60)
+    assert {"runs", "timeline", "events"} <= set(asked)  # read in the background
+    assert ui.warm_up_timeline(ui.StoreRef(index_path, indexed[0], store_id)) is None  # once per CACHE_TTL
+
+    asked.clear()
+    at.switch_page("../pages/timeline.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.get("plotly_chart")  # the latest run's points drawn…
+    assert not {"runs", "timeline", "events"} & set(asked), asked  # …from what was read ahead

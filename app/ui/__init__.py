@@ -14,6 +14,8 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +66,7 @@ if TYPE_CHECKING:  # pandas is imported by the pages that need frames: the Overv
     import pandas as pd
 
 CACHE_TTL = 60
+_warm_lock = threading.Lock()
 TIMELINE_PAGE = page_path("timeline")
 DIFF_PAGE = page_path("diff")
 ALL_AGENTS = "All agents"
@@ -392,6 +395,37 @@ def show_table(frame: pd.DataFrame | pa.Table, columns: list[str], *, empty: str
 def runs_frame(ref: StoreRef) -> pd.DataFrame:
     with guarded():
         return query(ref, "runs")
+
+
+TIMELINE_WARM_UP_DELAY = 3.0  # seconds after the Overview was drawn (the Plotly imports go first)
+_timeline_warmed: dict[tuple[str, int], float] = {}
+
+
+def warm_up_timeline(ref: StoreRef, delay: float | None = None) -> threading.Timer | None:
+    """Read what the Timeline's first screen shows for ``ref`` (its runs, the latest run's points
+    and events) into the query cache in a background thread ``delay`` seconds from now, while the
+    operator reads the Overview: the Timeline's first visit then draws without those queries. At
+    most once per store per CACHE_TTL (the cached results live that long); None when not started."""
+    key, now = (ref.index_path, ref.store_id), time.monotonic()
+    with _warm_lock:
+        if now - _timeline_warmed.get(key, -CACHE_TTL) < CACHE_TTL:
+            return None
+        _timeline_warmed[key] = now
+    timer = threading.Timer(TIMELINE_WARM_UP_DELAY if delay is None else delay, _read_timeline_ahead, [ref])
+    timer.daemon, timer.name = True, "lastgood-timeline-warm-up"
+    timer.start()
+    return timer
+
+
+def _read_timeline_ahead(ref: StoreRef) -> None:
+    try:
+        runs = query(ref, "runs")
+        if not runs.empty:  # the Timeline opens on the most recent run (pages/timeline.py)
+            latest = str(runs["run_id"].iloc[0])
+            query(ref, "timeline", latest, None, TIMELINE_MAX_POINTS)
+            query(ref, "events", latest, None)
+    except Exception:  # noqa: BLE001 - only a head start: the Timeline queries itself and says why
+        return
 
 
 def timeline_data(ref: StoreRef, run_id: str | None, agent: str | None) -> TimelineData:
