@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator

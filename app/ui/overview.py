@@ -53,8 +53,6 @@ def overview_data(ref: ui.StoreRef, numbers: queries.Overview | None = None) -> 
     return data
 
 
-
-
 def suggested_actions(ref: ui.StoreRef, data: OverviewData, damaged: tuple[list[dict[str, Any]], int],
                       depths: dict[str, int]) -> list[Action]:
     actions = _damage_actions(*damaged)
