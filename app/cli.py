@@ -131,9 +131,9 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog, summary = _ensure(args, settings, fmt)
     fields = queries.LS_FIELDS + queries.LS_CHECK_FIELDS if fmt == "json" else None
-    rows = queries.list_checkpoints(catalog, summary.store.store_id, run_id=args.run, status=args.status,
-                                    fields=fields, time_text=fmt)
-    output.emit(rows, fmt, output.render_ls)
+    chunks = queries.iter_checkpoints(catalog, summary.store.store_id, run_id=args.run, status=args.status,
+                                      fields=fields, time_text=fmt)
+    output.emit_listing(chunks, fmt)
     return 0
 
 

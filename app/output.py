@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import date, datetime
 from operator import itemgetter
@@ -193,18 +193,57 @@ def column_table(columns: list[list[Any]], header: list[str]) -> str:
     return "\n".join([line(*header).rstrip(), *[line(*r).rstrip() for r in zip(*columns)]])
 
 
+LS_HEADER = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
+
+
 def render_ls(rows: list[dict[str, Any]]) -> str:
+    return _ls_text(_ls_columns(rows), len(rows), *_pending_counts(rows))
+
+
+def _ls_columns(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """The table's cells of ``rows``, a column at a time (LS_HEADER)."""
     def col(key: str) -> list[Any]:
         return list(map(itemgetter(key), rows))
 
     runs = [run + (f" [{_short(ns)}]" if ns else "")
             for run, ns in zip(col("run_id"), [r.get("namespace") for r in rows])]
-    columns = [runs, ["-" if s is None else str(s) for s in col("step")], list(map(_time, col("created_at"))),
-               [t or "-" for t in col("trigger")], [k or "-" for k in col("kind")], col("status"),
-               _each_distinct(human_bytes, col("size_bytes")), col("checkpoint_id"),
-               [(r.get("status_reason") or "")[:60] for r in rows]]
-    header = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
-    return column_table(columns, header) + f"\n{len(rows)} checkpoint(s)" + _data_pending_note(rows)
+    return [runs, ["-" if s is None else str(s) for s in col("step")], list(map(_time, col("created_at"))),
+            [t or "-" for t in col("trigger")], [k or "-" for k in col("kind")], col("status"),
+            _each_distinct(human_bytes, col("size_bytes")), col("checkpoint_id"),
+            [(r.get("status_reason") or "")[:60] for r in rows]]
+
+
+def _ls_text(columns: list[list[Any]], count: int, pending: int, unwalked: int) -> str:
+    return column_table(columns, LS_HEADER) + f"\n{count} checkpoint(s)" + _data_pending_note(pending, unwalked)
+
+
+def emit_listing(chunks: Iterable[list[dict[str, Any]]], fmt: str) -> None:
+    """``emit(rows, fmt, render_ls)`` of ``ls``'s rows given a chunk at a time, the same text: each
+    chunk is redacted, escaped and turned into cells alone, so a million rows are never all dicts
+    at once; JSON is written as it comes."""
+    with gc_paused():
+        if fmt == "json":
+            _write_json_chunks(chunks)
+            return
+        columns: list[list[Any]] = [[] for _ in LS_HEADER]
+        count = pending = unwalked = 0
+        for chunk in chunks:
+            rows = escape_tree(redact(chunk))
+            for column, cells in zip(columns, _ls_columns(rows)):
+                column.extend(cells)
+            more, unread = _pending_counts(rows)
+            count, pending, unwalked = count + len(rows), pending + more, unwalked + unread
+        sys.stdout.write(_ls_text(columns, count, pending, unwalked).rstrip("\n") + "\n")
+
+
+def _write_json_chunks(chunks: Iterable[list[dict[str, Any]]]) -> None:
+    """``json_safe(dumps(rows))`` written a chunk at a time: each chunk's items as ``dumps`` puts
+    them inside a list (``"[\\n" + items + "\\n]"``), the chunks joined as the items are."""
+    opening = "[\n"
+    for chunk in chunks:
+        sys.stdout.write(opening + json_safe(dumps(redact(chunk)))[2:-2])
+        opening = ",\n"
+    sys.stdout.write("[]\n" if opening == "[\n" else "\n]\n")
 
 
 def _each_distinct(fn: Callable[[Any], str], values: list[Any]) -> list[str]:
@@ -213,13 +252,17 @@ def _each_distinct(fn: Callable[[Any], str], values: list[Any]) -> list[str]:
     return [done[v] for v in values]
 
 
-def _data_pending_note(rows: list[dict[str, Any]]) -> str:
+def _pending_counts(rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """Rows whose data check is pending, and rows whose blob files were not looked at."""
+    return (sum(1 for r in rows if r.get("data_checked") is False),
+            sum(1 for r in rows if r.get("blobs_pending")))
+
+
+def _data_pending_note(pending: int, unwalked: int) -> str:
     """Say when statuses rest on structure checks only (blobs not decoded yet), and when
     not even the blob files were looked at (a store beyond LASTGOOD_AUTO_WALK_ENTRIES)."""
-    pending = sum(1 for r in rows if r.get("data_checked") is False)
     if not pending:
         return ""
-    unwalked = sum(1 for r in rows if r.get("blobs_pending"))
     return (f"; data check pending for {pending} (blobs not decoded yet: status from structure checks; "
             "run `lastgood verify --read-data STORE`)" + (_blobs_pending_note(unwalked) if unwalked else ""))
 

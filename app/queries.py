@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,30 @@ def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
     """Checkpoints by run then time: LS_FIELDS and LISTED_EXTRA, or only ``fields`` (of those),
     in that order (the ``ls`` JSON shape is ``LS_FIELDS + LS_CHECK_FIELDS``); ``time_text``
     ("table" or "json"): ``created_at`` as the text that output prints for it (TIME_TEXT)."""
+    return _rows(catalog, *_listing(catalog, store_id, run_id, status, limit, fields, time_text))
+
+
+LISTING_CHUNK_ROWS = 65_536
+
+
+def iter_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
+                     status: str | None = None, fields: tuple[str, ...] | None = None,
+                     time_text: str | None = None, chunk_rows: int = LISTING_CHUNK_ROWS
+                     ) -> Iterator[list[dict[str, Any]]]:
+    """:func:`list_checkpoints`, ``chunk_rows`` rows at a time: a million rows are never all
+    Python dicts at once (``lastgood ls`` prints each chunk as it comes)."""
+    sql, params = _listing(catalog, store_id, run_id, status, None, fields, time_text)
+    with catalog.connect() as con:
+        cur = con.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        while rows := cur.fetchmany(chunk_rows):
+            with gc_paused():
+                chunk = [dict(zip(names, row)) for row in rows]
+            yield chunk
+
+
+def _listing(catalog: Catalog, store_id: int, run_id: str | None, status: str | None, limit: int | None,
+             fields: tuple[str, ...] | None, time_text: str | None) -> tuple[str, list[Any]]:
     where, params = _where(store_id, run_id=run_id, status=status)
     exprs = {**{f: f for f in LS_FIELDS}, **LISTED_EXTRA}
     if time_text == "table" or (time_text == "json" and _session_zone(catalog) == "UTC"):
@@ -106,7 +131,7 @@ def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
               ORDER BY run_id, namespace, created_at, step, checkpoint_id"""
     if limit:
         sql += f" LIMIT {int(limit)}"
-    return _rows(catalog, sql, params)
+    return sql, params
 
 
 def _session_zone(catalog: Catalog) -> str:

@@ -154,3 +154,42 @@ def test_outside_utc_the_table_keeps_the_local_time_and_json_keeps_pythons_offse
 def test_json_of_records_holding_bytes_is_the_text_json_dumps_writes() -> None:
     rows = [{"a": b"raw", "b": 1}] * 3  # bytes are shown as a dict: not a flat record's one line
     assert output.dumps(rows) == json.dumps(rows, default=output.to_jsonable, indent=2, ensure_ascii=False)
+
+
+def _printed(capsys: Any, fn: Any, *args: Any) -> str:
+    fn(*args)
+    return capsys.readouterr().out
+
+
+def test_ls_printed_a_chunk_at_a_time_is_the_same_text(capsys: Any) -> None:
+    rows = ls_rows(300)
+    rows[7]["status_reason"] = "token sk-abcdefghijklmnop1234 \x1b[31m leaked"
+    rows[250]["run_id"] = "run-\u202eevil"
+    for size in (1, 64, 100, 300):
+        chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+        for fmt in ("table", "json"):
+            expected = _printed(capsys, output.emit, rows, fmt, output.render_ls)
+            assert "sk-abcdefghijklmnop1234" not in expected and "\x1b" not in expected
+            assert _printed(capsys, output.emit_listing, iter(chunks), fmt) == expected, (size, fmt)
+    for fmt in ("table", "json"):
+        assert _printed(capsys, output.emit_listing, iter([]), fmt) == _printed(capsys, output.emit, [], fmt,
+                                                                                output.render_ls)
+
+
+def test_the_listing_read_a_chunk_at_a_time_is_the_whole_listing() -> None:
+    from lastgood import queries
+    from lastgood.catalog import Catalog
+
+    catalog = Catalog(":memory:")
+    with catalog.connect() as con:
+        con.execute("INSERT INTO stores (url) VALUES ('x')")
+        con.executemany("INSERT INTO checkpoints (store_id, run_id, checkpoint_id, step, created_at, status) "
+                        "VALUES (1, ?, ?, ?, ?, 'ok')",
+                        [[f"r{i % 3}", f"c{i:03d}", i, datetime(2026, 11, 1, tzinfo=UTC) + timedelta(seconds=i)]
+                         for i in range(50)])
+    for fields, style in ((None, "table"), (queries.LS_FIELDS + queries.LS_CHECK_FIELDS, "json")):
+        whole = queries.list_checkpoints(catalog, 1, fields=fields, time_text=style)
+        chunks = list(queries.iter_checkpoints(catalog, 1, fields=fields, time_text=style, chunk_rows=7))
+        assert [len(c) for c in chunks] == [7] * 7 + [1]
+        assert [row for chunk in chunks for row in chunk] == whole
+    assert list(queries.iter_checkpoints(catalog, 1, run_id="none")) == []
