@@ -172,7 +172,8 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     # with writes enabled the first page waits for the refresh (no action starts from a stale view)
     serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader,
                                 known=() if args.allow_write else known)
-    if urls and urls[0] in known and not args.allow_write:  # the first page shows the index as it is
+    # the first page shows the index as it is; no child process indexes a never-seen store meanwhile
+    if urls and len(known) == len(urls) and not args.allow_write:
         from lastgood import page_queries  # here, not in its thread: no import races Streamlit's
 
         page_queries.prepare(str(settings.index_path), indexed[urls[0]])

@@ -127,16 +127,19 @@ def test_the_overview_takes_every_query_read_ahead(indexed, monkeypatch) -> None
 
 
 @pytest.mark.parametrize(("known", "allow_write", "prepared"),
-                         [(True, False, True), (False, False, False), (True, True, False)])
+                         [(True, False, True), (False, False, False), (True, True, False),
+                          ("and a new one", False, False)])
 def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
-        indexed, tmp_path: Path, monkeypatch, known: bool, allow_write: bool, prepared: bool) -> None:
+        indexed, tmp_path: Path, monkeypatch, known: bool | str, allow_write: bool, prepared: bool) -> None:
     from lastgood import cli
     from lastgood.ui import server
 
     url, index_path, store_id = indexed
-    if not known:
-        url = normalize_url(str(tmp_path / "other"))
-        write_store(url, runs=1, steps=2)
+    urls = [url]
+    if known is not True:  # a never-seen store, indexed by a child process while the server starts
+        other = normalize_url(str(tmp_path / "other"))
+        write_store(other, runs=1, steps=2)
+        urls = [other] if not known else [url, other]
     for name in ("LASTGOOD_BACKGROUND_CHECK", "LASTGOOD_ALLOW_WRITE"):
         monkeypatch.setenv(name, "0")
     calls: list[tuple[str, int]] = []
@@ -144,7 +147,7 @@ def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
     monkeypatch.setattr(server, "run", lambda host, port: None)  # nothing served
     monkeypatch.setattr(serve, "refresh_in_background", lambda *a, **k: None)
     monkeypatch.setattr(serve, "shutdown", lambda code=0: None)
-    argv = ["ui", url, "--port", "8599", "--home", str(Path(index_path).parent)]
+    argv = ["ui", *urls, "--port", "8599", "--home", str(Path(index_path).parent)]
     assert cli.main([*argv, "--allow-write"] if allow_write else argv) == 0
     assert calls == ([(index_path, store_id)] if prepared else [])
 
