@@ -127,8 +127,9 @@ def _listing(catalog: Catalog, store_id: int, run_id: str | None, status: str | 
     if time_text == "table" or (time_text == "json" and _session_zone(catalog) == "UTC"):
         exprs["created_at"] = TIME_TEXT[time_text]
     select = ", ".join(exprs[f] if exprs[f] == f else f"{exprs[f]} AS {f}" for f in fields or exprs)
-    sql = f"""SELECT {select} FROM checkpoints WHERE {where}
-              ORDER BY run_id, namespace, created_at, step, checkpoint_id"""
+    # ordered by the table's columns (c.…): a bare name would be the select's alias, the time's text
+    sql = f"""SELECT {select} FROM checkpoints c WHERE {where}
+              ORDER BY c.run_id, c.namespace, c.created_at, c.step, c.checkpoint_id"""
     if limit:
         sql += f" LIMIT {int(limit)}"
     return sql, params

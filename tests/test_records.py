@@ -193,3 +193,16 @@ def test_the_listing_read_a_chunk_at_a_time_is_the_whole_listing() -> None:
         assert [len(c) for c in chunks] == [7] * 7 + [1]
         assert [row for chunk in chunks for row in chunk] == whole
     assert list(queries.iter_checkpoints(catalog, 1, run_id="none")) == []
+
+
+def test_ls_rows_keep_the_times_order_when_times_are_printed_as_text() -> None:
+    """Sorting is by the time, never by its text ("…:03Z" sorts after "…:03.500000Z"; a local
+    time repeats when clocks go back)."""
+    second = datetime(2026, 11, 1, 12, 29, 3, tzinfo=UTC)
+    times = [second + timedelta(microseconds=500_000), second, second - timedelta(microseconds=100_000),
+             datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 10, tzinfo=UTC)]
+    for zone in ("UTC", "Europe/Berlin"):  # 2026-10-25 01:00 UTC: Berlin's 03:00 becomes 02:00
+        values, table_text, json_text = _listed_times(times, zone)
+        assert values == sorted(values)
+        assert table_text == [output._time(v) for v in values]
+        assert json_text == [output.to_jsonable(v) if zone == "UTC" else v for v in values]
