@@ -45,7 +45,7 @@ PREPARED_SECONDS = 30.0  # a result read longer ago than this is not shown: the 
 TAKE_WAIT_SECONDS = 5.0  # how long a page waits for a query still running ahead of it
 
 Key = tuple[str, int, str, tuple[Any, ...]]
-_prepared: dict[Key, tuple[Future, list[float]]] = {}
+_prepared: dict[Key, Future] = {}  # each resolves to (time.monotonic() when read, result)
 _lock = threading.Lock()
 
 
@@ -93,42 +93,42 @@ def prepare(index_path: str, store_id: int, wanted: tuple[tuple[Any, ...], ...] 
             ) -> threading.Thread:
     """Run ``wanted`` (name, *args) for ``store_id`` one after another in a daemon thread, each
     result kept for :func:`take`; returns the thread."""
-    slots = []
+    slots: list[tuple[str, tuple[Any, ...], Future]] = []
     with _lock:
         for name, *args in wanted:
-            slot: tuple[Future, list[float]] = (Future(), [])
-            _prepared[(index_path, store_id, name, tuple(args))] = slot
-            slots.append((name, tuple(args), slot))
+            future: Future = Future()
+            _prepared[(index_path, store_id, name, tuple(args))] = future
+            slots.append((name, tuple(args), future))
     thread = threading.Thread(target=_run_ahead, args=(index_path, store_id, slots), daemon=True,
                               name="lastgood-first-page")
     thread.start()
-    expiry = threading.Timer(PREPARED_SECONDS + TAKE_WAIT_SECONDS, _expire, [[slot for *_, slot in slots]])
+    expiry = threading.Timer(PREPARED_SECONDS + TAKE_WAIT_SECONDS, _expire, [[future for *_, future in slots]])
     expiry.daemon = True  # a first page that was not the Overview leaves them: dropped then
     expiry.start()
     return thread
 
 
-def _expire(slots: list[tuple[Future, list[float]]]) -> None:
+def _expire(futures: list[Future]) -> None:
     with _lock:
-        for key in [key for key, slot in _prepared.items() if any(slot is s for s in slots)]:
+        for key in [key for key, future in _prepared.items() if any(future is f for f in futures)]:
             del _prepared[key]
 
 
 def _run_ahead(index_path: str, store_id: int,
-               slots: list[tuple[str, tuple[Any, ...], tuple[Future, list[float]]]]) -> None:
+               slots: list[tuple[str, tuple[Any, ...], Future]]) -> None:
     catalog: Catalog | None = None
     try:
         catalog = Catalog(index_path)  # one open of the index for all of them, closed below
-        for name, args, (future, read_at) in slots:
+        for name, args, future in slots:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(run(catalog, name, store_id, *args))
-                read_at.append(time.monotonic())
+                result = run(catalog, name, store_id, *args)
+                future.set_result((time.monotonic(), result))
             except Exception as exc:  # noqa: BLE001 - the page runs the query itself and shows why
                 future.set_exception(exc)
     except Exception as exc:  # noqa: BLE001 - the index did not open: the page opens it and says why
-        for _, _, (future, _) in slots:
+        for _, _, future in slots:
             if not future.done():
                 future.set_exception(exc)
     finally:
@@ -143,24 +143,21 @@ def take(index_path: str, store_id: int, name: str, args: tuple[Any, ...]) -> An
     """The result :func:`prepare` read for this query (waiting for it while it runs), once;
     :data:`MISSING` when none was prepared, it failed, or it is older than PREPARED_SECONDS."""
     with _lock:
-        slot = _prepared.pop((index_path, store_id, name, tuple(args)), None)
-    if slot is None:
+        future = _prepared.pop((index_path, store_id, name, tuple(args)), None)
+    if future is None:
         return MISSING
-    future, read_at = slot
     try:
-        result = future.result(timeout=TAKE_WAIT_SECONDS)
+        read_at, result = future.result(timeout=TAKE_WAIT_SECONDS)
     except Exception:  # noqa: BLE001 - failed or still running: the page's own query says why
         future.cancel()
         return MISSING
-    if not read_at or time.monotonic() - read_at[0] > PREPARED_SECONDS:
-        return MISSING
-    return result
+    return MISSING if time.monotonic() - read_at > PREPARED_SECONDS else result
 
 
 def forget() -> None:
     """Drop every prepared result (the dashboard's query caches were cleared: the index changed)."""
     with _lock:
-        slots = list(_prepared.values())
+        futures = list(_prepared.values())
         _prepared.clear()
-    for future, _ in slots:
+    for future in futures:
         future.cancel()
