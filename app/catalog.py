@@ -268,6 +268,20 @@ class Catalog:
                 raise
 
 
+def distinct_findings(where: str) -> str:
+    """SQL (a subquery) of the findings matching ``where``: one per checkpoint and check — the
+    same damage seen while listing, at structure depth and at data depth is one finding, kept at
+    its highest severity and the shallowest depth that found it. Every count and list of
+    findings reads them this way, so ``verify``, ``runs``, ``index`` and the pages agree."""
+    return f"""(SELECT * EXCLUDE (pick) FROM (
+        SELECT *, row_number() OVER (
+            PARTITION BY store_id, run_id, namespace, coalesce(checkpoint_id, message), "check"
+            ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+                     CASE depth WHEN 'catalog' THEN 0 WHEN 'structure' THEN 1 WHEN 'lineage' THEN 1
+                                WHEN 'content' THEN 1 ELSE 2 END, found_at, message) AS pick
+        FROM findings WHERE {where}) WHERE pick = 1)"""
+
+
 _held: weakref.WeakSet[Catalog] = weakref.WeakSet()  # catalogs holding a connection
 
 

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from lastgood.prefetch import prefetch_script
 
@@ -26,6 +26,8 @@ from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_sto
 from lastgood.verify import store_findings  # noqa: E402
 
 
+# lastgood.readers.base.STATUSES (a test keeps them equal; that module is not imported to parse)
+LISTED_STATUSES = ("ok", "corrupt", "incomplete", "quarantined", "superseded")
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 # Modules that add commands: each has ``register(sub, common) -> {name: handler}`` and keeps
 # its heavy imports inside the handlers (start-up time is part of every command's time).
@@ -33,12 +35,19 @@ COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli_integrity", "lastgood.cli_reco
 EXTRA_COMMANDS: dict[str, Handler] = {}
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line, exit 2: ``lastgood ls: error: … (see lastgood ls --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--home", help="where the index lives (default: $LASTGOOD_HOME or the user cache dir)")
     common.add_argument("--format", choices=("table", "json"), help="output format (default: table)")
     common.add_argument("--reader", help="reader to use instead of picking one from the URL")
-    parser = argparse.ArgumentParser(prog="lastgood", parents=[common],
+    parser = Parser(prog="lastgood", parents=[common],
                                      description="Inspect, verify and recover checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("index", parents=[common], help="index a store (incremental)")
@@ -51,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ls", parents=[common], help="list checkpoints")
     p.add_argument("store")
     p.add_argument("--run", help="only this run")
-    p.add_argument("--status", help="only this status (ok, corrupt, incomplete, …)")
+    p.add_argument("--status", choices=LISTED_STATUSES, help="only this status")
     p = sub.add_parser("show", parents=[common], help="one checkpoint: metadata, state, writes")
     p.add_argument("store")
     p.add_argument("checkpoint", help="checkpoint id or unique prefix")

@@ -1,6 +1,6 @@
 """Health of runs: the *last good* checkpoint of each run.
 
-Last good = the newest checkpoint of a run whose data check passed
+Last good = the newest checkpoint of a run, not after its head, whose data check passed
 (``verified = 'data'``), with no error finding, not quarantined or superseded,
 and whose incremental chain is intact. Until a checkpoint's data check has run
 it is *unverified*, never good. (Owned by the integrity work; recovery's
@@ -11,12 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastgood.catalog import Catalog
+from lastgood.catalog import Catalog, distinct_findings
 
+# a head moved back (a native restore) bounds the run: what it moved away from is not its last good
 _LAST_GOOD_SQL = """
+WITH head_at AS (
+    SELECT h.run_id, h.namespace, hc.created_at, hc.step, hc.checkpoint_id
+    FROM heads h JOIN checkpoints hc ON hc.store_id = h.store_id AND hc.run_id = h.run_id
+        AND hc.namespace = h.namespace AND hc.checkpoint_id = h.checkpoint_id
+    WHERE h.store_id = $sid)
 SELECT c.run_id, c.namespace, arg_max(c.checkpoint_id, (c.created_at, c.step, c.checkpoint_id))
-FROM checkpoints c
+FROM checkpoints c LEFT JOIN head_at ha ON ha.run_id = c.run_id AND ha.namespace = c.namespace
 WHERE c.store_id = $sid AND c.status = 'ok' AND c.verified = 'data'
+  AND (ha.run_id IS NULL OR (c.created_at, c.step, c.checkpoint_id) <= (ha.created_at, ha.step, ha.checkpoint_id))
   AND NOT EXISTS (SELECT 1 FROM findings f WHERE f.store_id = c.store_id AND f.severity = 'error'
                   AND f.checkpoint_id = c.checkpoint_id AND f.run_id = c.run_id
                   AND f.namespace = c.namespace)
@@ -62,7 +69,8 @@ ORDER BY last_at DESC NULLS LAST, c.run_id, c.namespace
 _FINDING_COUNTS_SQL = """
 SELECT run_id, coalesce(namespace, ''), count(*) FILTER (WHERE severity = 'error'),
        count(*) FILTER (WHERE severity = 'warning')
-FROM findings WHERE store_id = $sid AND checkpoint_id IS NOT NULL {run_filter} GROUP BY ALL
+FROM """ + distinct_findings("store_id = $sid AND checkpoint_id IS NOT NULL {run_filter}") + """
+GROUP BY ALL
 """
 
 RUN_FIELDS = ("run_id", "namespace", "agent", "checkpoints", "ok", "corrupt", "incomplete", "quarantined",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lastgood.catalog import Catalog
+from lastgood.catalog import Catalog, distinct_findings
 from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound
 from lastgood.checks import Check
 from lastgood.readers.base import CheckpointRecord, Finding, record_from_row
@@ -263,8 +263,8 @@ def overview(catalog: Catalog, store_id: int) -> Overview:
     result = Overview(**{k: v for k, v in row.items() if v is not None})
     result.by_status = dict(_pairs(catalog, """SELECT status, count(*) FROM checkpoints
         WHERE store_id = ? GROUP BY status ORDER BY 2 DESC""", store_id))
-    result.findings = dict(_pairs(catalog, """SELECT severity, count(*) FROM findings
-        WHERE store_id = ? GROUP BY severity""", store_id))
+    result.findings = dict(_pairs(catalog, f"""SELECT severity, count(*)
+        FROM {distinct_findings("store_id = ?")} GROUP BY severity""", store_id))
     return result
 
 
@@ -340,7 +340,7 @@ def findings(catalog: Catalog, store_id: int, checkpoint_id: str | None = None,
              severity: str | None = None) -> list[dict[str, Any]]:
     where, params = _where(store_id, checkpoint_id=checkpoint_id, severity=severity)
     return _rows(catalog, f"""SELECT run_id, namespace, checkpoint_id, "check", severity, message
-        FROM findings WHERE {where} ORDER BY severity, run_id, checkpoint_id""", params)
+        FROM {distinct_findings(where)} ORDER BY severity, run_id, checkpoint_id""", params)
 
 
 def store_findings(catalog: Catalog, store_id: int) -> list[dict[str, Any]]:

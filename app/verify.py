@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lastgood.catalog import Catalog
+from lastgood.catalog import Catalog, distinct_findings
 from lastgood.checks import Check
 from lastgood.content_checks import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_CHECKPOINTS, Shape, drift_findings
 from lastgood.errors import UsageError
@@ -499,18 +499,13 @@ def store_findings(catalog: Catalog, store_id: int, depth: str = "data",
     return rows
 
 
-_FINDINGS_SQL = """
-SELECT run_id, namespace, checkpoint_id, "check", severity, message, depth, found_at FROM (
-    SELECT *, row_number() OVER (
-        PARTITION BY run_id, namespace, coalesce(checkpoint_id, message), "check"
-        ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
-                 CASE depth WHEN 'catalog' THEN 0 WHEN 'structure' THEN 1 WHEN 'lineage' THEN 1
-                            WHEN 'content' THEN 1 ELSE 2 END, found_at, message) AS pick
-    FROM findings WHERE store_id = $sid AND depth IN (SELECT unnest($depths::VARCHAR[])) {extra})
-WHERE pick = 1
+_FINDINGS_SQL = ("""
+SELECT run_id, namespace, checkpoint_id, "check", severity, message, depth, found_at FROM """
+                 + distinct_findings("store_id = $sid AND depth IN (SELECT unnest($depths::VARCHAR[])) {extra}")
+                 + """
 ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
          run_id NULLS FIRST, namespace, checkpoint_id, "check", message
-"""
+""")
 
 
 def deepest_check(catalog: Catalog, store_id: int) -> str:

@@ -120,6 +120,43 @@ def test_bad_input_gets_one_line_errors(tmp_path: Path) -> None:
     assert done.returncode == 2 and "pip install 'lastgood[gcs]'" in done.stderr
 
 
+@pytest.mark.parametrize("args", [("ls", str(SAMPLE_STORE), "--status", "CORRUPT"),
+                                  ("ls", str(SAMPLE_STORE), "--format", "csv"), ("ls",),
+                                  ("index", str(SAMPLE_STORE), "--check", "bogus"), ("ui", "--port", "abc"),
+                                  ()])
+def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...], tmp_path: Path) -> None:
+    done = lastgood_cli(*args, home=tmp_path / "h")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and ": error: " in done.stderr and "--help" in done.stderr
+
+
+def test_ls_names_the_statuses_it_knows(sample_home: Path) -> None:
+    from lastgood import cli
+    from lastgood.readers.base import STATUSES
+
+    assert cli.LISTED_STATUSES == STATUSES
+    done = lastgood_cli("ls", str(SAMPLE_STORE), "--status", "bogus", home=sample_home)
+    assert done.returncode == 2 and all(s in done.stderr for s in STATUSES)
+
+
+def test_error_counts_agree_after_structure_and_data_checks(tmp_path: Path) -> None:
+    import shutil
+
+    store = tmp_path / "agents"
+    shutil.copytree(SAMPLE_STORE, store)
+    home = tmp_path / "h"
+
+    lastgood_cli("verify", str(store), "--read-data", home=home)
+    verified = json.loads(lastgood_cli("verify", str(store), "--format", "json", home=home).stdout)
+    # the structure check re-found what the data check found: still one finding each, everywhere
+    runs = json.loads(lastgood_cli("runs", str(store), "--format", "json", home=home).stdout)
+    index = json.loads(lastgood_cli("index", str(store), "--format", "json", home=home).stdout)
+    errors = [f for f in verified["findings"] if f["severity"] == "error"]
+    assert sum(r["errors"] for r in runs) == len([f for f in errors if f["checkpoint_id"]])
+    assert sum(r["errors"] for r in runs) == len(load_manifest()["damaged"])
+    assert index["overview"]["findings"]["error"] == len(errors)
+
+
 def test_home_option_places_the_index(tmp_path: Path) -> None:
     write_store(str(tmp_path / "s"), runs=1, steps=2)
     elsewhere = tmp_path / "elsewhere"
