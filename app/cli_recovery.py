@@ -110,14 +110,17 @@ def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any)
     catalog = open_catalog(settings)
     store = index_store(catalog, args.store, reader_name=args.reader).store
     plan = make_plan(catalog, store)
+    expected = _full_id(catalog, store, args.expect_head)
     if args.dry_run:
+        if expected is not None and expected != plan.expected_head:
+            plan.warnings.append(f"--expect-head {args.expect_head} is not the run's head "
+                                 f"({plan.expected_head}): applying would fail with a conflict")
         output.emit(plan.to_dict(), fmt, render_plan)
         return 0
     if not args.reason or not args.reason.strip():
         raise UsageError("a reason is required: --reason TEXT")
     if not args.yes:
         _confirm(plan, fmt)
-    expected = _full_id(catalog, store, args.expect_head)
     result = recovery.apply_plan(catalog, store, plan, reason=args.reason,
                                  operator=settings.operator, expected_head=expected)
     output.emit(result.to_dict(), fmt, render_result)
@@ -188,7 +191,7 @@ def render_result(result: dict[str, Any]) -> str:
     check = result.get("check")
     if check:
         lines.append(f"  check: {'ok' if check['ok'] else 'FAILED'} — {check['message']}")
-    lines.append(f"  undo with: lastgood undo STORE {result['action_id']}")
+    lines.append(f"  undo with: lastgood undo STORE {result['action_id']} --reason TEXT")
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from lastgood import journal as jr
 from lastgood import queries
 from lastgood.catalog import Catalog, _apply_error_statuses
-from lastgood.errors import CheckpointNotFound, DecodeError, UsageError
+from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, UsageError
 from lastgood.readers.base import CheckpointRecord
 from lastgood.stores import OpenStore
 
@@ -172,12 +172,13 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
     original = _find_action(entries, action_id)
     if original.get("action") == "check-failed":
         raise UsageError(f"{original['id']} records a failed check; there is nothing to undo")
+    _refuse_undone(entries, str(original["id"]))
     run, ns = str(original.get("run_id")), str(original.get("namespace") or "")
     head = backend(store).head(run, ns)
     moved = original.get("new_head") != original.get("previous_head")
     restore_from = original.get("previous_head") if moved else None
     if moved and head != original.get("new_head"):
-        raise UsageError(f"the head of run {run!r} moved since {original['id']} "
+        raise ConflictError(f"the head of run {run!r} moved since {original['id']} "
                          f"({original.get('new_head')} → {head}); restore the checkpoint you want instead")
     plan = Plan("undo", run, ns, restore_from or original.get("target"), head,
                 restore_from=restore_from, undo_of=str(original["id"]),
@@ -187,6 +188,14 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
         plan.target_status, plan.target_fields = record.status, _fields(record)
         _preview(catalog, store, plan, record, [])
     return plan
+
+
+def _refuse_undone(entries: list[dict[str, Any]], action_id: str) -> None:
+    """An action is undone once: a second undo would re-apply the inverse over whatever came after."""
+    undone_by = [e["id"] for e in entries if e.get("action") == "undo" and e.get("undo_of") == action_id]
+    if undone_by:
+        raise UsageError(f"{action_id} was already undone by {undone_by[-1]}; "
+                         f"undo {undone_by[-1]} to bring it back")
 
 
 def _find_action(entries: list[dict[str, Any]], action_id: str) -> dict[str, Any]:

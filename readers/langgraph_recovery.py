@@ -242,10 +242,17 @@ class SqliteRecovery(_Base):
                 result = body(conn)
                 conn.execute("COMMIT")
                 return result
+            except sqlite3.OperationalError as exc:  # read-only file or folder, disk full, locked
+                self._roll_back(conn)
+                raise ReaderError(f"{self.path}: cannot write: {exc}; nothing was written") from None
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                self._roll_back(conn)
                 raise
+
+    @staticmethod
+    def _roll_back(conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
     def _insert_row(self, conn: Any, change: jr.Change, row: tuple[Any, ...], new_id: str, ts: str,
                     meta: dict[str, Any]) -> None:

@@ -101,6 +101,7 @@ class NativeRecovery:
     # ---- writing ----------------------------------------------------------------
 
     def commit(self, change: jr.Change) -> dict[str, Any]:
+        self._refuse_moved_head(change)  # before the lock: a refused action leaves the store untouched
         lock = self._acquire(str(change.entry.get("id")))
         try:
             return self._commit_locked(change, lock)
@@ -118,12 +119,16 @@ class NativeRecovery:
         finally:
             self._release()
 
-    def _commit_locked(self, change: jr.Change, lock: dict[str, Any]) -> dict[str, Any]:
+    def _refuse_moved_head(self, change: jr.Change) -> str | None:
         head = self.head(change.run_id, change.namespace)
         if head != change.expected_head:
             raise ConflictError(
                 f"the head of run {change.run_id!r} moved: expected {change.expected_head}, found {head}; "
                 "nothing was written — re-plan and try again")
+        return head
+
+    def _commit_locked(self, change: jr.Change, lock: dict[str, Any]) -> dict[str, Any]:
+        head = self._refuse_moved_head(change)
         seq, prev = jr.tip(self.journal_entries())
         new_head = change.restore_from or head
         sealed = jr.seal({**change.entry, "new_head": new_head}, seq, prev)

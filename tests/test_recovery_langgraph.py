@@ -219,6 +219,51 @@ def test_reading_never_creates_the_journal_table(tmp_path: Path) -> None:
     assert "lastgood_journal" not in tables
 
 
+@contextmanager
+def read_only_folder(folder: Path) -> Iterator[Path]:
+    """``folder`` seen read-only: a read-only bind mount as root (who ignores file modes), else modes."""
+    import os
+
+    view = folder.with_name(folder.name + "-ro")
+    view.mkdir()
+    if os.geteuid() == 0:
+        if subprocess.run(["mount", "--bind", str(folder), str(view)]).returncode != 0:
+            pytest.skip("this machine refuses a bind mount to root (no CAP_SYS_ADMIN)")
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
+            yield view
+        finally:
+            subprocess.run(["umount", str(view)], check=True)
+        return
+    view.rmdir()
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        yield folder
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_write_to_a_read_only_database_is_one_clear_line(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    folder = tmp_path / "db"
+    folder.mkdir()
+    with sqlite3.connect(str(folder / "lg.sqlite"), check_same_thread=False) as conn:
+        build_tools(SqliteSaver(conn))
+    before = (folder / "lg.sqlite").read_bytes()
+    with read_only_folder(folder) as seen:
+        url, home = str(seen / "lg.sqlite"), tmp_path / "home"
+        rows = cli("ls", url, home=home)
+        target = next(r["checkpoint_id"] for r in rows if r["step"] == 1)
+        done = lastgood_cli("restore", url, target, "--reason", "ro", "--yes", home=home)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1
+        assert "cannot write" in done.stderr and "nothing was written" in done.stderr
+        assert "a bug" not in done.stderr
+    assert (folder / "lg.sqlite").read_bytes() == before
+
+
 def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 

@@ -117,7 +117,61 @@ def test_moved_head_conflicts_and_nothing_is_written(native) -> None:
         recovery.apply_plan(catalog, store, plan, reason="late", operator="tester")
     assert (Path(url) / "heads" / "run-0.json").read_bytes() == head_before
     assert recovery.journal_report(store)["actions"] == []
-    assert not (Path(url) / "journal" / "lock.json").exists()
+    assert not (Path(url) / "journal").exists()  # a refused action leaves the store as it was
+
+
+def test_an_action_is_undone_once_and_a_stale_undo_never_lifts_a_later_action(native) -> None:
+    url, _states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    first = apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[2]))
+    undone = apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, first.action_id))
+    again = apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[2]))
+    with pytest.raises(UsageError, match=f"already undone by {undone.action_id}"):
+        recovery.plan_undo(catalog, store, first.action_id)
+    assert statuses(catalog, store.store_id, "run-0")[ids[2]] == "quarantined"  # the later action stands
+    assert [a["action"] for a in recovery.journal_report(store)["actions"]] == ["quarantine", "undo", "quarantine"]
+    apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, undone.action_id))  # redo: undo the undo
+    assert again.action_id != first.action_id
+
+
+def test_undo_after_the_head_moved_is_a_conflict(native, tmp_path: Path) -> None:
+    url, _states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    done = apply(catalog, url, lambda s: recovery.plan_restore(catalog, s, ids[3]))
+    NativeWriter(url, create=False).save("run-0", {"agent": "moved on"})
+    index_store(catalog, url, check="none")
+    with pytest.raises(ConflictError, match="moved since"):
+        recovery.plan_undo(catalog, store, done.action_id)
+    cli = lastgood_cli("undo", url, done.action_id, "--reason", "r", "--yes", home=tmp_path / "h")
+    assert cli.returncode == 1 and cli.stderr.count("\n") == 1 and "moved since" in cli.stderr
+
+
+def test_a_dry_run_warns_when_the_expected_head_is_not_the_head(native, tmp_path: Path) -> None:
+    url, _states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    dry = lastgood_cli("restore", url, ids[2], "--dry-run", "--expect-head", ids[4], "--format", "json",
+                       home=tmp_path / "h")
+    assert dry.returncode == 0
+    assert any("--expect-head" in w and "conflict" in w for w in json.loads(dry.stdout)["warnings"])
+    fine = lastgood_cli("restore", url, ids[2], "--dry-run", "--expect-head", ids[-1], "--format", "json",
+                        home=tmp_path / "h")
+    assert not any("--expect-head" in w for w in json.loads(fine.stdout)["warnings"])
+
+
+def test_last_good_is_not_after_a_head_moved_back(native) -> None:
+    from lastgood import health
+
+    url, _states, catalog = native
+    store = index_store(catalog, url, check="data").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    assert health.last_good(catalog, store.store_id, "run-0") == ids[-1]
+    apply(catalog, url, lambda s: recovery.plan_restore(catalog, s, ids[3]))
+    index_store(catalog, url, check="data")
+    assert health.last_good(catalog, store.store_id, "run-0") == ids[3]  # not the head it moved away from
+    assert health.last_good(catalog, store.store_id, "run-1") == ids_of(catalog, store.store_id, "run-1")[-1]
 
 
 def test_parallel_restores_with_the_same_expected_head_exactly_one_wins(native) -> None:
