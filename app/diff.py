@@ -39,8 +39,8 @@ from itertools import repeat
 from operator import eq, is_, lt
 from typing import Any
 
-from lastgood.diff_values import bytes_summary, is_plain_json, jsonable, last_token, redact_value
-from lastgood.redact import might_need_redaction, redact_text
+from lastgood.diff_values import bytes_summary, governing_key, is_plain_json, jsonable, redact_value
+from lastgood.redact import is_secret_key, might_need_redaction, redact_text
 
 OPS = ("add", "remove", "change", "type_change", "move")
 VALUE_PREVIEW = 80
@@ -506,9 +506,10 @@ def _clean_batch(batch: list[Change]) -> bool:
 
 
 def _redacted(change: Change) -> Change:
-    key = last_token(change.path)
+    key = governing_key(change.path)
+    secret = is_secret_key(key)  # a secret's delta would tell how it changed
     return Change(change.op, redact_text(change.path), redact_value(key, change.old),
-                  redact_value(key, change.new), change.delta,
+                  redact_value(key, change.new), None if secret else change.delta,
                   redact_text(change.from_path) if change.from_path else None)
 
 

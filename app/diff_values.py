@@ -24,16 +24,29 @@ def last_token(pointer: str) -> str:
     return pointer.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~") if pointer else ""
 
 
+def governing_key(pointer: str) -> str:
+    """The key whose redaction rule covers the value at ``pointer``: the first secret-named
+    segment (everything below it is secret), else the last one."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+    return next((t for t in tokens if is_secret_key(t)), tokens[-1] if tokens else "")
+
+
 def redact_value(key: Any, value: Any) -> Any:
     """``lastgood.redact.redact``'s result for ``value`` found under ``key``, without recursion
     (any depth), and without copying a value that holds nothing to redact."""
-    if isinstance(key, str) and is_secret_key(key) and not isinstance(value, (dict, list, tuple)):
+    secret = isinstance(key, str) and is_secret_key(key)
+    if secret and not isinstance(value, (dict, list, tuple)):
         return MASK if value not in (None, "") else value
     if isinstance(value, str):
         return _redact_str(value)
-    if not isinstance(value, (dict, list, tuple)) or _nothing_to_redact(value):
+    if not isinstance(value, (dict, list, tuple)) or (not secret and _nothing_to_redact(value)):
         return value
-    return map_tree(value, _redact_leaf, key_of=_redact_key)
+    return map_tree(value, _redact_leaf, key_of=_redact_key, inherits=_is_secret,
+                    inherited=key if secret else None)
+
+
+def _is_secret(key: Any) -> bool:
+    return isinstance(key, str) and is_secret_key(key)
 
 
 def _redact_leaf(key: Any, value: Any) -> Any:
@@ -65,15 +78,17 @@ _PENDING = object()
 
 
 def map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None = None,
-              key_of: Callable[[Any], Any] | None = None) -> Any:
+              key_of: Callable[[Any], Any] | None = None, inherits: Callable[[Any], bool] | None = None,
+              inherited: Any = None) -> Any:
     """A copy of ``value`` with ``leaf(key, v)`` applied to every leaf (and ``key_of`` to every
-    dict key), iteratively."""
+    dict key), iteratively. A key for which ``inherits(key)`` holds is passed to ``leaf`` for every
+    leaf below it instead of the leaf's own key (``inherited``: such a key above ``value``)."""
     if not isinstance(value, (dict, list, tuple)):
-        return leaf(None, value)
+        return leaf(inherited, value)
     root: list[Any] = [_PENDING]
-    stack: list[tuple[Any, Any, Any, int, object]] = [(value, root, 0, 0, _PENDING)]
+    stack: list[tuple[Any, Any, Any, int, object, Any]] = [(value, root, 0, 0, _PENDING, inherited)]
     while stack:
-        node, holder, slot, depth, placeholder = stack.pop()
+        node, holder, slot, depth, placeholder, above = stack.pop()
         if holder[slot] is not placeholder:  # a later equal key (after key_of) won, as in a dict display
             continue
         if max_depth is not None and depth >= max_depth:
@@ -83,11 +98,13 @@ def map_tree(value: Any, leaf: Callable[[Any, Any], Any], max_depth: int | None 
         items = ((key_of(k) if key_of else k, k, v) for k, v in node.items()) if isinstance(node, dict) \
             else ((i, None, v) for i, v in enumerate(node))
         for new_key, key, v in items:
+            passed = key if above is None else above
             if isinstance(v, (dict, list, tuple)):
                 copy[new_key] = marker = object()
-                stack.append((v, copy, new_key, depth + 1, marker))
+                below = above if above is not None or inherits is None or not inherits(key) else key
+                stack.append((v, copy, new_key, depth + 1, marker, below))
             else:
-                copy[new_key] = leaf(key, v)
+                copy[new_key] = leaf(passed, v)
     return root[0]
 
 

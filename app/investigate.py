@@ -16,6 +16,7 @@ from typing import Any
 
 from lastgood.catalog import Catalog
 from lastgood.diff import DiffResult, diff_states, jsonable
+from lastgood.diff_values import governing_key
 from lastgood.errors import (AmbiguousCheckpoint, CheckpointNotFound, DecodeError, LastgoodError, ReaderError,
                              UsageError)
 from lastgood.predicate import MISSING, Predicate, resolve_pointer
@@ -24,7 +25,7 @@ from lastgood.predicate_sql import evaluate as evaluate_sql
 from lastgood.queries import resolve_checkpoint
 from lastgood.readers.base import CheckpointRecord, record_from_row
 from lastgood.readers.langgraph_serde import shared_decoding
-from lastgood.redact import redact, redact_text
+from lastgood.redact import MASK, is_secret_key, redact, redact_text
 from lastgood.stores import OpenStore
 
 STATE_CACHE_SIZE = 8
@@ -291,11 +292,14 @@ def tracked_value(state: Any, path: str) -> dict[str, Any]:
     found = resolve_pointer(state, path)
     if found is MISSING:
         return {"kind": "missing", "value": None, "number": None, "length": None}
-    key = path.rsplit("/", 1)[-1]
     if isinstance(found, (dict, list, tuple)):
         kind = "dict" if isinstance(found, dict) else "list"
         return {"kind": kind, "value": None, "number": float(len(found)), "length": len(found)}
-    value = jsonable(redact({key: found})[key])
+    if is_secret_key(governing_key(path)):  # /client_secret/value: everything below a secret-named key
+        value = MASK if found not in (None, "") else found
+        return {"kind": type(found).__name__, "value": value, "number": None,
+                "length": len(found) if isinstance(found, str) else None}
+    value = jsonable(redact(found))
     number = float(found) if isinstance(found, (int, float)) and not isinstance(found, bool) else None
     length = len(found) if isinstance(found, str) else None
     return {"kind": type(found).__name__, "value": value, "number": number, "length": length}

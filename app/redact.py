@@ -26,8 +26,9 @@ _SECRET_WORDS = (r"api[_-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|auth
                  r"auth[_-]?header|access[_-]?key|private[_-]?key|client[_-]?secret|credential|"
                  r"cookie|session[_-]?key|dsn")
 SECRET_KEY = re.compile(f"({_SECRET_WORDS})", re.IGNORECASE)
-NOT_SECRET_KEY = re.compile(r"^(max_|num_|n_)?tokens(_count|_used|_limit|_total)?$|token_count|"
-                            r"tokens_(in|out)|input_tokens|output_tokens|total_tokens|max_tokens",
+NOT_SECRET_KEY = re.compile(r"^(max_|num_|n_)?tokens(_count|_used|_limit|_total)?$|token_count|token_usage|"
+                            r"tokens_(in|out)|input_tokens|output_tokens|total_tokens|max_tokens|"
+                            r"prompt_tokens|completion_tokens|reasoning_tokens|cached_tokens",
                             re.IGNORECASE)
 SECRET_SHAPES = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}"),
@@ -45,7 +46,7 @@ URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,30}://)[^\s/@:'\"<>]*:
 BARE_CREDENTIALS = re.compile(r"(?<![\w/:])([\w.%\-\[\]]+):([^\s@/'\"<>:]+)@(?=[\w\[])")
 # KEY=value, key: value, "key": "value" (environment dumps, libpq DSNs, log lines, JSON text)
 SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(\b[\w.\-]*(?:" + _SECRET_WORDS + r")[\w.\-]*[\"']?\s*[=:]\s*)"
+    r"(?i)(\b[\w.\-]*(?:" + _SECRET_WORDS + r")[\w.\-]*[\"']?\s*(?:[!=]?=|:)\s*)"
     r"(\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+)")
 _ANY = re.compile("|".join([*(p.pattern.replace("(?i)", "") for p in SECRET_SHAPES),
                             r"://", r"[=:]", r"-----BEGIN"]), re.IGNORECASE)
@@ -92,9 +93,21 @@ def _redact_key(key: Any) -> Any:
 
 
 def _redact_item(key: Any, value: Any, depth: int) -> Any:
-    if isinstance(key, str) and is_secret_key(key) and _is_leaf(value):
-        return MASK if value not in (None, "") else value
+    if isinstance(key, str) and is_secret_key(key):
+        return _mask_all(value, depth)
     return redact(value, depth)
+
+
+def _mask_all(value: Any, depth: int) -> Any:
+    """Everything under a secret-named key (``secrets: [...]``, ``client_secret: {...}``): every
+    leaf masked, the shape (keys, lengths) kept."""
+    if _is_leaf(value):
+        return MASK if value not in (None, "") else value
+    if depth >= MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {_redact_key(k): _mask_all(v, depth + 1) for k, v in value.items()}
+    return [_mask_all(v, depth + 1) for v in value]
 
 
 def _is_leaf(value: Any) -> bool:

@@ -74,6 +74,32 @@ def test_secret_names_are_masked_at_any_depth_and_counts_are_not() -> None:
     assert state["tools"]["api_key"] == "k1", "redact must not modify its input"
 
 
+def test_everything_under_a_secret_name_is_masked_and_its_shape_kept() -> None:
+    from lastgood.diff import diff_states
+    from lastgood.diff_values import redact_value
+    from lastgood.investigate import tracked_value
+
+    state = {"auth": {"client_secret": {"v": "deep-secret-value", "n": None, "pin": 4321},
+                      "secrets": ["s3cr3t-a", "s3cr3t-b"], "note": "plain"},
+             "llm": {"token_usage": {"prompt_tokens": 3, "completion_tokens": 4}}}
+    out = redact(state)
+    assert out["auth"]["client_secret"] == {"v": MASK, "n": None, "pin": MASK}
+    assert out["auth"]["secrets"] == [MASK, MASK] and out["auth"]["note"] == "plain"
+    assert out["llm"]["token_usage"] == {"prompt_tokens": 3, "completion_tokens": 4}
+    assert redact_value(None, state) == out and redact_value("secrets", ["a", "b"]) == [MASK, MASK]
+    changed = diff_states({"auth": {"secrets": ["old-value"]}}, {"auth": {"secrets": ["new-value"]}})
+    assert "old-value" not in repr(changed.to_dict()) and "new-value" not in repr(changed.to_dict())
+    deep = tracked_value(state, "/auth/client_secret/v")
+    assert deep["value"] == MASK and tracked_value(state, "/auth/client_secret/pin")["number"] is None
+    assert tracked_value(state, "/llm/token_usage/prompt_tokens")["number"] == 3.0
+
+
+def test_secret_comparisons_in_text_are_masked() -> None:
+    assert redact_text('/password == "p@ssw0rd-plain2"') == f'/password == "{MASK}"'
+    assert redact_text("token != abc123") == f"token != {MASK}"
+    assert redact_text("password=hunter2pass") == f"password={MASK}"
+
+
 def test_json_output_turns_nan_into_strings() -> None:
     import json
 
