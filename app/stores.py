@@ -53,7 +53,13 @@ def open_catalog(settings: Settings | None = None) -> Catalog:
 
 
 def normalize_url(url: str) -> str:
-    """Local paths become absolute so one store has one index entry."""
+    """Local paths become absolute so one store has one index entry: ``file://…`` and
+    ``sqlite://…`` URLs become the plain absolute path they name (a relative one is resolved
+    here, once, not by whichever directory a later command runs in)."""
+    if url.startswith(("file://", "sqlite://")):
+        from lastgood.readers.langgraph_sqlite import sqlite_path  # the file:// and sqlite:// rules
+
+        return os.path.abspath(sqlite_path(url))
     if "://" in url:
         return url.rstrip("/") if not url.startswith(("postgresql://", "postgres://")) else url
     return os.path.abspath(os.path.expanduser(url))

@@ -157,6 +157,23 @@ def test_error_counts_agree_after_structure_and_data_checks(tmp_path: Path) -> N
     assert index["overview"]["findings"]["error"] == len(errors)
 
 
+def test_every_spelling_of_a_local_store_is_one_index_entry(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    import duckdb
+
+    shutil.copy(SAMPLE_STORE.parent / "langgraph.sqlite", tmp_path / "lg.sqlite")
+    write_store(str(tmp_path / "s"), runs=1, steps=2)
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "h"
+    for url in ("s", f"{tmp_path}/s/", f"file://{tmp_path}/s", "file://s", "lg.sqlite", "sqlite:///lg.sqlite",
+                f"sqlite:///{tmp_path}/lg.sqlite?mode=ro", f"file://localhost{tmp_path}/lg.sqlite"):
+        assert lastgood_cli("ls", url, home=home).returncode == 0, url
+    with duckdb.connect(str(home / "index.duckdb"), read_only=True) as con:
+        urls = sorted(r[0] for r in con.execute("SELECT url FROM stores").fetchall())
+    assert urls == [str(tmp_path / "lg.sqlite"), str(tmp_path / "s")]
+
+
 def test_home_option_places_the_index(tmp_path: Path) -> None:
     write_store(str(tmp_path / "s"), runs=1, steps=2)
     elsewhere = tmp_path / "elsewhere"
