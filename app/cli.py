@@ -139,6 +139,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog, summary = _ensure(args, settings, fmt)
+    queries.require_run(catalog, summary.store.store_id, args.run)
     fields = queries.LS_FIELDS + queries.LS_CHECK_FIELDS if fmt == "json" else None
     chunks = queries.iter_checkpoints(catalog, summary.store.store_id, run_id=args.run, status=args.status,
                                       fields=fields, time_text=fmt)

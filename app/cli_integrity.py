@@ -50,29 +50,30 @@ def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output
+    from lastgood import output, queries
     from lastgood.health import run_health
     from lastgood.stores import index_store, open_catalog
 
     catalog = open_catalog(settings)
     summary = index_store(catalog, args.store, reader_name=args.reader, progress=_bar(fmt, "indexing"))
+    queries.require_run(catalog, summary.store.store_id, args.run)
     rows = run_health(catalog, summary.store.store_id, run_id=args.run)
     output.emit(rows, fmt, render_runs)
     return 0
 
 
 RUN_COLUMNS = ("run_id", "agent", "checkpoints", "ok", "corrupt", "incomplete", "quarantined",
-               "unverified", "last_good", "head")
+               "superseded", "unverified", "last_good", "head")
 
 
 def render_runs(rows: list[dict[str, Any]]) -> str:
     from lastgood.output import table
 
     body = [[(r["run_id"] + (f" [{r['namespace']}]" if r["namespace"] else "")), r["agent"] or "-",
-             *(str(r[c]) for c in RUN_COLUMNS[2:8]), r["last_good"] or "(none yet)", r["head"] or "-"]
+             *(str(r[c]) for c in RUN_COLUMNS[2:9]), r["last_good"] or "(none yet)", r["head"] or "-"]
             for r in rows]
-    header = ["RUN", "AGENT", "CKPTS", "OK", "CORRUPT", "INCOMPLETE", "QUARANTINED", "UNVERIFIED",
-              "LAST GOOD", "HEAD"]
+    header = ["RUN", "AGENT", "CKPTS", "OK", "CORRUPT", "INCOMPLETE", "QUARANTINED", "SUPERSEDED",
+              "UNVERIFIED", "LAST GOOD", "HEAD"]
     return table(body, header) + f"\n{len(rows)} run(s)"
 
 

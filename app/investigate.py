@@ -156,7 +156,10 @@ def lineage_for(catalog: Catalog, store_id: int, ref: str, namespace: str = "") 
     try:
         return run_lineage(catalog, store_id, ref, namespace)
     except CheckpointNotFound:
-        tip = resolve_ref(catalog, store_id, ref)
+        try:
+            tip = resolve_ref(catalog, store_id, ref)
+        except CheckpointNotFound:
+            raise CheckpointNotFound(f"no run or checkpoint matches {ref!r}") from None
         return run_lineage(catalog, store_id, tip.run_id, tip.namespace, tip=tip)
 
 

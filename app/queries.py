@@ -153,6 +153,8 @@ def resolve_checkpoint(catalog: Catalog, store_id: int, ref: str) -> CheckpointR
     checkpoint when the same id exists in several runs, and ``RUN/ID@NS`` (or ``ID@NS``) one
     namespace's (LangGraph ``checkpoint_ns``; ``RUN/ID@`` is the root namespace) when the same id
     exists in several namespaces of a thread."""
+    if not ref.strip():
+        raise CheckpointNotFound("an empty checkpoint id: give an id or a unique prefix")
     rows = _matches(catalog, store_id, ref)
     if not rows:
         raise CheckpointNotFound(f"no checkpoint matches {ref!r}")
@@ -165,6 +167,23 @@ def resolve_checkpoint(catalog: Catalog, store_id: int, ref: str) -> CheckpointR
         raise AmbiguousCheckpoint(f"checkpoint id {ref!r} exists in several {where}: give "
                                   f"{'RUN/ID' if where == 'runs' else 'RUN/ID@NS'} ({shown})")
     return record_from_row(rows[0])
+
+
+def run_exists(catalog: Catalog, store_id: int, run_id: str, namespace: str | None = None) -> bool:
+    """True when the store has a checkpoint in run ``run_id`` (in ``namespace``, if given)."""
+    sql = "SELECT 1 FROM checkpoints WHERE store_id = ? AND run_id = ?"
+    params: list[Any] = [store_id, run_id]
+    if namespace is not None:
+        sql, params = sql + " AND namespace = ?", [*params, namespace]
+    with catalog.connect() as con:
+        return con.execute(sql + " LIMIT 1", params).fetchone() is not None
+
+
+def require_run(catalog: Catalog, store_id: int, run_id: str | None) -> None:
+    """CheckpointNotFound (exit 2) for a ``--run`` the store does not have: a typo never reads
+    as "no checkpoints"."""
+    if run_id is not None and not run_exists(catalog, store_id, run_id):
+        raise CheckpointNotFound(f"no run {run_id!r} in this store (`lastgood runs STORE` lists them)")
 
 
 def checkpoint_ref(run_id: str, namespace: str, checkpoint_id: str) -> str:

@@ -140,6 +140,8 @@ def plan_restore_last_good(catalog: Catalog, store: OpenStore, run_id: str, name
     from lastgood.health import last_good
 
     good = last_good(catalog, store.store_id, run_id, namespace)
+    if good is None and not queries.run_exists(catalog, store.store_id, run_id, namespace):
+        raise CheckpointNotFound(f"no run {run_id!r}" + (f" (namespace {namespace!r})" if namespace else ""))
     if good is None:
         raise CheckpointNotFound(f"run {run_id!r} has no good checkpoint (none passed a data check "
                                  "without errors): run `lastgood verify --read-data` first")

@@ -174,6 +174,24 @@ def test_every_spelling_of_a_local_store_is_one_index_entry(tmp_path: Path, monk
     assert urls == [str(tmp_path / "lg.sqlite"), str(tmp_path / "s")]
 
 
+@pytest.mark.parametrize("args, message", [
+    (("ls", "--run", "no-such-run"), "no run 'no-such-run' in this store"),
+    (("runs", "--run", "no-such-run"), "no run 'no-such-run' in this store"),
+    (("show", ""), "an empty checkpoint id: give an id or a unique prefix"),
+    (("diverge", "no-such-run", "trading-003"), "no run or checkpoint matches 'no-such-run'"),
+    (("restore", "--last-good", "no-such-run", "--dry-run"), "no run 'no-such-run'")])
+def test_a_name_the_store_does_not_have_is_said_plainly(args: tuple[str, ...], message: str,
+                                                        sample_home: Path) -> None:
+    done = lastgood_cli(args[0], str(SAMPLE_STORE), *args[1:], home=sample_home)
+    assert done.returncode == 2 and done.stderr == f"lastgood: error: {message}" + (
+        " (`lastgood runs STORE` lists them)" if "in this store" in message else "") + "\n"
+
+
+def test_runs_shows_superseded_checkpoints(sample_home: Path) -> None:
+    done = lastgood_cli("runs", str(SAMPLE_STORE), home=sample_home)
+    assert done.returncode == 0 and "SUPERSEDED" in done.stdout.splitlines()[0]
+
+
 def test_home_option_places_the_index(tmp_path: Path) -> None:
     write_store(str(tmp_path / "s"), runs=1, steps=2)
     elsewhere = tmp_path / "elsewhere"
