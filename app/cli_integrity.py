@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lastgood.config import Settings
+from lastgood.errors import UsageError
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 
@@ -36,6 +37,9 @@ def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     from lastgood.verify import Subset, store_findings, verify_store
 
     subset = Subset.parse(args.read_data_subset) if args.read_data_subset else None
+    if args.scheduler and not (args.read_data or subset):
+        raise UsageError("--scheduler fans out the data check: add --read-data or --read-data-subset "
+                         "(a structure check runs here)")
     catalog = open_catalog(settings)
     summary = index_store(catalog, args.store, reader_name=args.reader, progress=_bar(fmt, "indexing"))
     report = verify_store(catalog, summary.store.store_id, summary.store.reader,

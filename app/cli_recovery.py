@@ -14,6 +14,7 @@ from typing import Any
 
 from lastgood.config import Settings
 from lastgood.errors import UsageError
+from lastgood.journal import ACTIONS as JOURNAL_ACTIONS
 
 ACTION_FIELDS = ("action_id", "action", "run_id", "target", "previous_head", "new_head",
                  "superseded", "dry_run")
@@ -44,7 +45,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Any]:
     p = sub.add_parser("journal", parents=[common], help="the store's recovery journal; exit 1 if the chain is broken")
     p.add_argument("store")
     p.add_argument("--run", help="only this run")
-    p.add_argument("--action", help="only this action (restore, rollback, quarantine, …)")
+    p.add_argument("--action", choices=JOURNAL_ACTIONS, help="only this action")
     return {"restore": cmd_restore, "rollback": cmd_rollback, "quarantine": cmd_quarantine,
             "undo": cmd_undo, "journal": cmd_journal}
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import marshal
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -236,9 +237,11 @@ def _bytes_key(value: Any) -> tuple[Any, Any]:
 def _delta(x: Any, y: Any) -> int | float | None:
     if _kind(x) == "number" and _kind(y) == "number":
         try:
-            return y - x
+            delta = y - x
         except OverflowError:
             return None
+        # 0.87 - 0.91 is -0.040000000000000036 in binary floating point: 12 significant digits
+        return float(f"{delta:.12g}") if isinstance(delta, float) and math.isfinite(delta) else delta
     if _kind(x) == "bytes" and _kind(y) == "bytes":
         sizes = _bytes_key(x)[0], _bytes_key(y)[0]
         if all(isinstance(s, int) for s in sizes):

@@ -127,7 +127,7 @@ def plan_restore(catalog: Catalog, store: OpenStore, ref: str, *, force: bool = 
     if record.status in REFUSED_WITHOUT_FORCE:
         plan.warnings.append(f"target is {record.status} ({record.status_reason}); forced")
     _preview(catalog, store, plan, record, later)
-    return plan
+    return _warn_broken_journal(store, plan)
 
 
 def plan_rollback(catalog: Catalog, store: OpenStore, run_id: str, ref: str, *,
@@ -165,7 +165,7 @@ def plan_quarantine(catalog: Catalog, store: OpenStore, ref: str, *, release: bo
     if not release and head == record.checkpoint_id:
         plan.warnings.append("this checkpoint is the run's head: the agent still resumes from it "
                              "until you restore another one")
-    return plan
+    return _warn_broken_journal(store, plan)
 
 
 def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
@@ -189,7 +189,22 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
         record = queries.resolve_checkpoint(catalog, store.store_id, restore_from)
         plan.target_status, plan.target_fields = record.status, _fields(record)
         _preview(catalog, store, plan, record, [])
+    return _warn_broken_journal(store, plan, entries)
+
+
+def _warn_broken_journal(store: OpenStore, plan: Plan, entries: list[dict[str, Any]] | None = None) -> Plan:
+    """A journal whose hash chain does not hold (edited or damaged) is said in every plan: the
+    action still appends, but its history can no longer be trusted as a record."""
+    chain = jr.verify_chain(backend(store).journal_entries() if entries is None else entries)
+    if not chain.ok:
+        plan.warnings.append("the store's journal chain is BROKEN (an entry was edited, removed or "
+                             "damaged): `lastgood journal STORE` shows where")
     return plan
+
+
+def undone_actions(entries: list[dict[str, Any]]) -> set[str]:
+    """Ids of the actions an undo has undone (an action is undone once)."""
+    return {str(e["undo_of"]) for e in entries if e.get("action") == "undo" and e.get("undo_of")}
 
 
 def _refuse_undone(entries: list[dict[str, Any]], action_id: str) -> None:

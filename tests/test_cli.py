@@ -187,6 +187,13 @@ def test_a_name_the_store_does_not_have_is_said_plainly(args: tuple[str, ...], m
         " (`lastgood runs STORE` lists them)" if "in this store" in message else "") + "\n"
 
 
+def test_options_that_would_be_ignored_are_refused(sample_home: Path) -> None:
+    done = lastgood_cli("verify", str(SAMPLE_STORE), "--scheduler", "tcp://127.0.0.1:1", home=sample_home)
+    assert done.returncode == 2 and "--read-data" in done.stderr and done.stderr.count("\n") == 1
+    done = lastgood_cli("journal", str(SAMPLE_STORE), "--action", "restores", home=sample_home)
+    assert done.returncode == 2 and "invalid choice" in done.stderr and done.stderr.count("\n") == 1
+
+
 def test_runs_shows_superseded_checkpoints(sample_home: Path) -> None:
     done = lastgood_cli("runs", str(SAMPLE_STORE), home=sample_home)
     assert done.returncode == 0 and "SUPERSEDED" in done.stdout.splitlines()[0]

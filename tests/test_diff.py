@@ -459,3 +459,9 @@ def test_lastgood_diff_refreshes_the_index_only_when_it_cannot_name_both_checkpo
     assert indexed() == 4
     missing = lastgood_cli("diff", url, first, "nope", home=home)
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_float_delta_has_no_binary_noise() -> None:
+    result = diff_states({"t": 0.91, "n": 3, "big": 1e300}, {"t": 0.87, "n": 5, "big": -1e300})
+    changes = {c.path: c for c in result.changes}
+    assert changes["/t"].delta == -0.04 and changes["/n"].delta == 2 and changes["/big"].delta == -2e300

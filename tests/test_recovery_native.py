@@ -277,8 +277,12 @@ def test_tampering_with_a_native_journal_file_breaks_the_chain(native) -> None:
     first.write_text(json.dumps(entry))
     report = recovery.journal_report(store)
     assert not report["chain_ok"] and "entry 1" in report["problems"][0]
+    for plan in (recovery.plan_quarantine(catalog, store, ids[4]), recovery.plan_restore(catalog, store, ids[3]),
+                 recovery.plan_undo(catalog, store, report["actions"][1]["id"])):
+        assert any("journal chain is BROKEN" in w for w in plan.warnings), plan.action
     (Path(url) / "journal" / "entries" / "0000000001.json").unlink()
     assert not recovery.journal_report(store)["chain_ok"]
+    assert any("BROKEN" in w for w in recovery.plan_quarantine(catalog, store, ids[4]).warnings)
 
 
 def test_restore_and_journal_on_an_object_store_style_filesystem(tmp_path: Path) -> None:

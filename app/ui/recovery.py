@@ -161,7 +161,9 @@ def default_target(ref: ui.StoreRef, run: str, action: str, rows: list[dict[str,
 
 def _undo_picker(ref: ui.StoreRef, column: Any) -> None:
     try:
-        actions = [a for a in journal(ref)["actions"] if a.get("action") != "check-failed"]
+        listed = journal(ref)["actions"]
+        undone = recovery.undone_actions(listed)  # undone once: not offered again
+        actions = [a for a in listed if a.get("action") != "check-failed" and a.get("id") not in undone]
     except LastgoodError as exc:
         column.error(str(exc))
         return
