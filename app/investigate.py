@@ -183,6 +183,10 @@ def step_change(loader: StateLoader, record: CheckpointRecord, parent: Checkpoin
         return StepChange(record.checkpoint_id, record.parent_id, error="the parent is not in the index")
     try:
         before = loader.load(parent) if parent is not None else {}
+    except LastgoodError as exc:  # the parent's damage, said as such (this checkpoint may be fine)
+        return StepChange(record.checkpoint_id, record.parent_id,
+                          error=redact_text(f"its parent {record.parent_id} does not load: {exc}"))
+    try:
         result = diff_states(before, loader.load(record), redact=False)
     except LastgoodError as exc:
         return StepChange(record.checkpoint_id, record.parent_id, error=redact_text(str(exc)))

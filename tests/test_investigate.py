@@ -308,3 +308,16 @@ def test_one_checkpoint_id_in_two_namespaces_of_a_thread_is_reported_and_address
     assert diff.returncode == 0, diff.stderr
     body = json.loads(diff.stdout)
     assert body["changes"] == [] and (body["a"]["namespace"], body["b"]["namespace"]) == ("", child_ns)
+
+
+def test_steps_says_when_the_damage_is_the_parents(tmp_path):
+    from tests.helpers import SAMPLE_STORE, load_manifest
+
+    damaged = next(d for d in load_manifest()["damaged"] if d["damage"] == "sha256-mismatch")
+    done = lastgood_cli("steps", str(SAMPLE_STORE), damaged["run_id"], "--format", "json", home=tmp_path / "h")
+    rows = json.loads(done.stdout)
+    rows = rows if isinstance(rows, list) else rows["steps"]
+    own = next(r for r in rows if r["checkpoint_id"] == damaged["checkpoint_id"])
+    child = next(r for r in rows if r["parent_id"] == damaged["checkpoint_id"])
+    assert "sha256 mismatch" in own["error"] and not own["error"].startswith("its parent")
+    assert child["error"].startswith(f"its parent {damaged['checkpoint_id']} does not load")
