@@ -6,6 +6,7 @@ from lastgood import ui
 from lastgood.ui import diff as ui_diff
 
 st.title("Diff")
+ui.remember(*ui_diff.REMEMBERED)  # back from another page: the same two checkpoints
 ui_diff.take_query_params()  # a shared link carries store, A, B (and store_b)
 ref = ui.store_picker()
 if ref is None:

@@ -6,13 +6,13 @@ from lastgood import ui
 from lastgood.ui import recovery as ui_recovery
 
 st.title("Recovery")
+ui_recovery.take_query_params()  # a link's store, action, run and target: before the pickers draw
 ref = ui.store_picker()
 if ref is None:
     st.stop()
 blocked = ui_recovery.write_blocked(ref)
 if blocked:
     st.info(blocked, icon=":material/lock:")
-ui_recovery.take_query_params()
 ui_recovery.render_result(ref)
 action_tab, journal_tab = st.tabs(["Action", "Journal"])
 with action_tab:

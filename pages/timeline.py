@@ -6,6 +6,7 @@ from lastgood import ui
 from lastgood.ui import integrity as ui_integrity
 
 st.title("Timeline")
+ui.remember("tl_agent", "tl_run", "tl_ckpt", "tl_ref", "tl_by_status")  # back from another page: as left
 ui_integrity.apply_timeline_link()  # ?store=…&run=…&checkpoint=… (links from the Integrity page)
 ref = ui.store_picker()
 if ref is None:

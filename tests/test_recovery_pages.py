@@ -104,6 +104,36 @@ def test_preview_reason_confirm_apply_then_undo(store: DemoStore, monkeypatch: p
     assert len(offered) == 1 and entries[1]["id"] in offered[0] and entries[0]["id"] not in offered[0]
 
 
+def test_a_link_opens_its_own_store_and_never_previews_another_target(
+        store: DemoStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    other = build_demo_store(tmp_path / "other", store.home, damage=False)
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([store.url, other.url]))
+    target = other.of_run("run-beta")[2].checkpoint_id  # ids differ between the two stores
+    at = recovery_app(store=other.url, action="quarantine", run="run-beta", target=target)
+    assert at.session_state["lastgood_store"] == other.url and at.session_state["rc_target"] == target
+    assert at.subheader[0].value == "Preview (dry run)" and not at.error
+    assert any(target in m.value for m in at.markdown)  # the preview names the checkpoint it marks
+    assert not any("Side effects" in m.value for m in at.markdown)  # a mark rewinds nothing
+    wrong = recovery_app(store=store.url, action="quarantine", run="run-beta", target=target)
+    assert wrong.session_state["lastgood_store"] == store.url
+    assert any("The link named checkpoint" in e.value for e in wrong.error)
+    assert not [s for s in wrong.subheader if s.value == "Preview (dry run)"]  # nothing previewed
+
+
+def test_force_is_for_one_action(store: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LASTGOOD_ALLOW_WRITE", "1")
+    at = recovery_app(action="restore", run="run-beta", target=store.of_run("run-beta")[1].checkpoint_id)
+    at.checkbox(key="rc_force").check().run()
+    next(b for b in at.button if b.label == "Preview (dry run)").click().run()
+    at.text_input(key="rc_reason").input("forced on purpose").run()
+    apply_button(at).click().run()
+    at.button(key="rc_confirm_apply").click().run()
+    assert not at.exception and "restore" in at.success[0].value
+    assert at.checkbox(key="rc_force").value is False
+
+
 def test_timeline_detail_links_to_recovery_actions(store: DemoStore) -> None:
     at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
     at.switch_page(TIMELINE).run()
@@ -186,3 +216,29 @@ def test_the_form_starts_on_the_latest_run_and_its_last_good(tmp_path: Path, mon
     assert at.selectbox(key="rc_target").value == gamma[-2].checkpoint_id
     at.selectbox(key="rc_run").select("run-alpha").run()
     assert at.selectbox(key="rc_target").value == demo.of_run("run-alpha")[-1].checkpoint_id
+
+
+def test_the_store_and_each_pages_selection_survive_a_visit_to_another_page(
+        store: DemoStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    other = build_demo_store(tmp_path / "other", store.home, damage=False)
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([store.url, other.url]))
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    at.sidebar.selectbox(key="lastgood_store").select(other.url).run()
+    at.switch_page(TIMELINE).run()
+    assert at.session_state["lastgood_store"] == other.url
+    at.selectbox(key="tl_run").select("run-beta").run()
+    at.text_input(key="tl_ref").input(other.of_run("run-beta")[2].checkpoint_id[:20]).run()
+    at.switch_page("../pages/diff.py").run()
+    at.selectbox(key="diff_run_a").select("run-alpha").run()
+    chosen = (at.session_state["diff_ckpt_a"], at.session_state["diff_ckpt_b"])
+    assert chosen[0] != chosen[1]
+    at.switch_page("../pages/overview.py").run()
+    assert at.session_state["lastgood_store"] == other.url
+    at.switch_page(TIMELINE).run()
+    assert at.session_state["tl_run"] == "run-beta"
+    assert at.session_state["tl_ref"] == other.of_run("run-beta")[2].checkpoint_id[:20]
+    at.switch_page("../pages/diff.py").run()
+    assert (at.session_state["diff_ckpt_a"], at.session_state["diff_ckpt_b"]) == chosen
+    assert not at.exception and not at.warning, [w.value for w in at.warning]

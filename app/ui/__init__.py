@@ -10,11 +10,13 @@ shown without credentials (readers.registry.display_url).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -158,8 +160,24 @@ def guarded() -> Iterator[None]:
 # ---- store picker ---------------------------------------------------------------------
 
 
+REMEMBERED_KEY = "lastgood_remembered"
+
+
+def remember(*keys: str) -> None:
+    """Keep these widgets' values when the operator moves to another page and back: Streamlit
+    forgets a widget's value once a run of another page does not draw it (and the same key on
+    another page is another widget). Call at the top of the page, before its widgets."""
+    memory = st.session_state.setdefault(REMEMBERED_KEY, {})
+    for key in keys:
+        if key in st.session_state:
+            memory[key] = st.session_state[key]
+        if key in memory:  # set again: a widget drawn by another page takes its value from here
+            st.session_state[key] = memory[key]
+
+
 def store_picker() -> StoreRef | None:
     """The sidebar store picker shared by every page; None when no store is usable."""
+    remember(STORE_KEY)
     settings = load_settings()
     index_path = str(settings.index_path)
     with st.sidebar:
@@ -398,6 +416,16 @@ def runs_frame(ref: StoreRef) -> pd.DataFrame:
 
 TIMELINE_WARM_UP_DELAY = 3.0  # seconds after the Overview was drawn (the Plotly imports go first)
 _timeline_warmed: dict[tuple[str, int], float] = {}
+_warm_ups: weakref.WeakSet[threading.Timer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_warm_ups() -> None:
+    """At exit, a warm-up not yet started is cancelled and one running is awaited: a daemon
+    thread still inside DuckDB when the interpreter ends aborts the process."""
+    for timer in list(_warm_ups):
+        timer.cancel()
+        timer.join(timeout=10)
 
 
 def warm_up_timeline(ref: StoreRef, delay: float | None = None) -> threading.Timer | None:
@@ -413,6 +441,7 @@ def warm_up_timeline(ref: StoreRef, delay: float | None = None) -> threading.Tim
     timer = threading.Timer(TIMELINE_WARM_UP_DELAY if delay is None else delay, _read_timeline_ahead, [ref])
     timer.daemon, timer.name = True, "lastgood-timeline-warm-up"
     timer.start()
+    _warm_ups.add(timer)
     return timer
 
 

@@ -32,6 +32,7 @@ RUN_A, CKPT_A, RUN_B, CKPT_B = "diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_
 PREV_B, PARAMS_TAKEN, ONLY_CHANGES, TRACK_PATH = "diff_prev_b", "diff_params_taken", "diff_only", "diff_track"
 PIN_A, STORE_B = "diff_pin_a", "diff_store_b"
 SAME_STORE = ""  # STORE_B's value when B is in A's store
+REMEMBERED = (RUN_A, CKPT_A, RUN_B, CKPT_B, STORE_B)  # kept when the operator visits another page
 SYNC = "_sync_run"  # suffix: a checkpoint chosen by code (link, parent) selects its run too
 MARKS = {"add": ("added", "green"), "remove": ("removed", "red"), "edit": ("edited", "orange"),
          "move": ("moved", "blue")}

@@ -190,7 +190,7 @@ def render_runs(ref: ui.StoreRef, runs: pd.DataFrame) -> None:
     row = runs[(runs["run_id"] == run) & (runs["namespace"] == "")].iloc[0] if run else None
     reason = restore_disabled_reason(ref, row)
     go.page_link(RECOVERY_PAGE, label="Restore last good…", icon=":material/restore:",
-                 query_params={"run": run, "action": RESTORE_ACTION} if run else None,
+                 query_params={"store": ref.url, "run": run, "action": RESTORE_ACTION} if run else None,
                  disabled=reason is not None, help=reason or "Opens Recovery with a dry-run preview")
 
 

@@ -25,6 +25,8 @@ RUN_KEY = "rc_run"
 TARGET_KEY = "rc_target"
 UNDO_KEY = "rc_undo_of"
 FORCE_KEY = "rc_force"
+LINKED_KEY = "rc_linked"  # the run and target a link named, until its preview
+MARKS_ONLY = ("quarantine", "release")
 REASON_KEY = "rc_reason"
 PLAN_KEY = "rc_plan"
 CONFIRM_KEY = "rc_confirm"
@@ -68,17 +70,20 @@ def _store(ref: ui.StoreRef) -> OpenStore:
 
 def take_query_params() -> None:
     """``?action=…&run=…&target=…`` (Timeline, Integrity) preselect the form once, then preview."""
-    params = {k: st.query_params.get(k) for k in ("action", "run", "target", "undo")}
+    params = {k: st.query_params.get(k) for k in ("store", "action", "run", "target", "undo")}
     marker = tuple(params.values())
     if not any(marker) or st.session_state.get(QUERY_SEEN_KEY) == marker:
         return
     st.session_state[QUERY_SEEN_KEY] = marker
+    if params["store"]:  # the link's store, never the one last picked: the target is one of its checkpoints
+        st.session_state[ui.STORE_KEY] = params["store"]
     if params["action"] in ACTIONS:
         st.session_state[ACTION_KEY] = params["action"]
     if params["run"]:
         st.session_state[RUN_KEY] = params["run"]
     if params["target"]:
         st.session_state[TARGET_KEY] = params["target"]
+    st.session_state[LINKED_KEY] = {"run": params["run"], "target": params["target"], "store": params["store"]}
     if params["undo"]:
         st.session_state[UNDO_KEY] = params["undo"]
     st.session_state["rc_autoplan"] = True
@@ -126,7 +131,8 @@ def render_form(ref: ui.StoreRef) -> None:
             _target_picker(ref, run, action, right)
     force = st.checkbox("Allow a quarantined or corrupt target (--force)", key=FORCE_KEY,
                         on_change=_forget_plan)
-    auto = st.session_state.pop("rc_autoplan", False)
+    link_kept = _link_kept(ref, action)  # once, in the run right after a link
+    auto = st.session_state.pop("rc_autoplan", False) and link_kept
     if st.button("Preview (dry run)", icon=":material/preview:") or auto:
         _make_plan(ref, action, force)
     if st.session_state.get(ERROR_KEY):
@@ -135,6 +141,21 @@ def render_form(ref: ui.StoreRef) -> None:
     if plan is not None:
         render_plan(plan.to_dict())
         _reason_and_apply(ref)
+
+
+def _link_kept(ref: ui.StoreRef, action: str) -> bool:
+    """False (and an error) when the store, run or checkpoint a link named is not what the form
+    shows (another store, a run it does not have): a preview never goes ahead on another target."""
+    linked = st.session_state.pop(LINKED_KEY, None) or {}
+    state = st.session_state
+    lost = [f"{what} {ui.code(value)}" for what, value, shown in (
+        ("store", linked.get("store"), ref.url), ("run", linked.get("run"), state.get(RUN_KEY)),
+        ("checkpoint", linked.get("target") if action in NEEDS_TARGET else None, state.get(TARGET_KEY)))
+        if value and value != shown]
+    if lost:
+        st.error("The link named " + ", ".join(lost) + ", which this store does not have: nothing was "
+                 "previewed. Pick the store and checkpoint here.")
+    return not lost
 
 
 def _target_picker(ref: ui.StoreRef, run: str, action: str, column: Any) -> None:
@@ -215,6 +236,11 @@ def render_plan(plan: dict[str, Any]) -> None:
     marks = {k: v for k, v in (plan.get("marks") or {}).items() if v}
     if marks:
         st.caption("Marks: " + "; ".join(f"{k}: {len(v)}" for k, v in marks.items()))
+    if plan["action"] in MARKS_ONLY:
+        named = ", ".join(ui.code(c) for ids in marks.values() for c in ids[:5])
+        st.markdown(f"**{plan['action'].capitalize()}** {named} of run {ui.code(plan['run_id'])}: a mark "
+                    "in the journal; the head and every state stay as they are.")
+        return
     diff = plan.get("diff")
     if diff:
         s = diff.get("summary") or {}
@@ -258,8 +284,12 @@ def _reason_and_apply(ref: ui.StoreRef) -> None:
 def _confirm_dialog(ref: ui.StoreRef) -> None:
     plan = st.session_state[PLAN_KEY]
     reason = st.session_state.get(REASON_KEY, "").strip()
-    st.markdown(f"**{plan.action}** on run {ui.code(plan.run_id)}: the agent will resume from "
-                f"{ui.code(plan.resumes_from)}; {len(plan.superseded)} checkpoint(s) become superseded.")
+    if plan.action in MARKS_ONLY:
+        st.markdown(f"**{plan.action}** checkpoint {ui.code(plan.target)} of run {ui.code(plan.run_id)}; "
+                    f"the head stays {ui.code(plan.expected_head)}.")
+    else:
+        st.markdown(f"**{plan.action}** on run {ui.code(plan.run_id)}: the agent will resume from "
+                    f"{ui.code(plan.resumes_from)}; {len(plan.superseded)} checkpoint(s) become superseded.")
     st.markdown(f"Reason: _{ui.md_escape(reason)}_ · operator: {ui.code(operator())}")
     ok, cancel = st.columns(2)
     if ok.button("Confirm and apply", type="primary", key="rc_confirm_apply"):
@@ -279,6 +309,7 @@ def _apply(ref: ui.StoreRef, plan: recovery.Plan, reason: str) -> None:
         st.session_state[RESULT_KEY] = result.to_dict()
         _forget_plan()
         st.session_state.pop(REASON_KEY, None)
+        st.session_state.pop(FORCE_KEY, None)  # --force is for one action, never left ticked
     except LastgoodError as exc:
         st.session_state[ERROR_KEY] = f"Nothing was applied: {exc}"
     finally:
@@ -300,7 +331,10 @@ def render_result(ref: ui.StoreRef) -> None:
     elif check:
         st.caption(f"Checked: {ui.md_escape(check['message'])}")
     cols = st.columns(2)
-    cols[0].page_link(TIMELINE_PAGE, label="See the new head in the Timeline", icon=":material/timeline:")
+    head = {"store": ref.url, "run": result["run_id"], "checkpoint": result["new_head"],
+            **({"ns": result["namespace"]} if result.get("namespace") else {})}
+    cols[0].page_link(TIMELINE_PAGE, label="See the new head in the Timeline", icon=":material/timeline:",
+                      query_params={k: v for k, v in head.items() if v})
     if cols[1].button("Undo this action", icon=":material/undo:", disabled=write_blocked(ref) is not None,
                       help=write_blocked(ref)):
         st.session_state.update({ACTION_KEY: "undo", UNDO_KEY: result["action_id"], "rc_autoplan": True})
