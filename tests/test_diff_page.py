@@ -8,6 +8,7 @@ import re
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -288,3 +289,23 @@ def test_b_from_another_store_by_link_and_by_picker(two_stores: dict[str, str],
     assert picked.selectbox(key="diff_ckpt_a").value == s["changed"]  # B's parent is not in A's store
     picked.selectbox(key="diff_store_b").select("").run()  # back to A's store: the link drops store_b
     assert "store_b" not in dict(picked.query_params)
+
+
+def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.stores import index_store
+
+    writer = NativeWriter(str(tmp_path / "s"), codec="json")
+    a = writer.save("r", {"input": "hi"}).checkpoint_id
+    b = writer.save("r", {"input": "hi", "messages": [{"role": "user", "content": "hi"},
+                                                      {"role": "assistant", "content": "hello"}]}).checkpoint_id
+    catalog = Catalog(tmp_path / "home" / "index.duckdb")
+    index_store(catalog, str(tmp_path / "s"))
+    catalog.close()
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(tmp_path / "s")]))
+    at = diff_page({"a": a, "b": b})
+    assert any("only B has it" in c.value for c in at.caption)
+    shown = pd.concat([d.value for d in at.dataframe if "op" in d.value.columns])
+    assert list(shown["path"]) == ["/messages"] and list(shown["op"]) == ["add"]

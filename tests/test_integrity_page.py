@@ -72,8 +72,9 @@ def test_page_agrees_with_verify_ls_and_runs(app_env: tuple[Path, Path, dict]) -
     assert page == reported and len(page) >= 10
     errors = {f["checkpoint_id"] for f in cli["verify"]["findings"] if f["severity"] == "error"} - {None}
     assert errors == {r["checkpoint_id"] for r in cli["ls"] if r["status"] != "ok"}
-    runs = _table(at, "run_id", "last_good", "unverified", "health")
+    runs = _table(at, "run_id", "last_good", "unverified", "health", "superseded")
     assert dict(zip(runs["run_id"], runs["last_good"])) == {r["run_id"]: r["last_good"] for r in cli["runs"]}
+    assert dict(zip(runs["run_id"], runs["errors"])) == {r["run_id"]: r["errors"] for r in cli["runs"]}
     assert int(runs["unverified"].sum()) == 0
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Errors"] == str(sum(1 for f in cli["verify"]["findings"] if f["severity"] == "error"))

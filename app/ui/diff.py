@@ -251,7 +251,7 @@ def message_changes(view: DiffView) -> list[dict[str, Any]]:
             rows.append({"mark": c["op"], "index": int(index), "message": value,
                          "fields": [f"from {c['from']}"] if c["op"] == "move" else []})
     for index, fields in edits.items():
-        rows.append({"mark": "edit", "index": index, "fields": fields,
+        rows.append({"mark": "edit", "index": index, "fields": list(dict.fromkeys(fields)),
                      "message": _message_at(view.state_b, view.messages_path, index)})
     return sorted(rows, key=lambda r: (r["index"], r["mark"] != "remove"))
 
@@ -270,6 +270,12 @@ def render_conversation_changes(view: DiffView) -> None:
     if not view.messages_path:
         return
     st.markdown(f"**Conversation** · {code('/'.join(view.messages_path))} · {len(rows)} message(s) changed")
+    prefix = "/" + "/".join(view.messages_path)
+    whole = next((c for c in view.result["changes"] if c["path"] == prefix), None)
+    if whole is not None and not rows:  # the list itself appeared, went or changed type
+        what = {"add": "only B has it", "remove": "only A has it"}.get(whole["op"], "it changed as a whole")
+        st.caption(f"The conversation is not in both states ({what}): see {code(prefix)} under Other changes.")
+        return
     if not rows:
         st.caption("No message was added, removed, edited or moved.")
         return
@@ -292,7 +298,7 @@ def render_change_tree(view: DiffView) -> None:
     prefix = "/" + "/".join(view.messages_path) if view.messages_path else None
     groups: dict[str, list[dict[str, Any]]] = {}
     for c in view.result["changes"]:
-        if prefix and (c["path"] == prefix or c["path"].startswith(prefix + "/")):
+        if prefix and c["path"].startswith(prefix + "/"):  # shown message by message above
             continue
         top = "/" + c["path"].split("/")[1] if c["path"] else "(root)"
         groups.setdefault(top, []).append(c)

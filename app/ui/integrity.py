@@ -172,7 +172,7 @@ def ensure_data_check(ref: ui.StoreRef) -> background.VerifyJob | None:
 # ---- runs and last good ------------------------------------------------------------
 
 RUN_COLUMNS = ["run_id", "namespace", "agent", "health", "checkpoints", "ok", "corrupt", "incomplete",
-               "quarantined", "unverified", "errors", "warnings", "last_good", "head"]
+               "quarantined", "superseded", "unverified", "errors", "warnings", "last_good", "head"]
 
 
 def render_runs(ref: ui.StoreRef, runs: pd.DataFrame) -> None:
