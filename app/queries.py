@@ -71,9 +71,15 @@ def indexed_stores(catalog: Catalog) -> dict[str, int]:
 
 
 def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
-    """Checkpoints per depth of their last check: 'data', 'structure', 'catalog' (blob files not walked) or 'never'."""
-    return {str(depth): int(n) for depth, n in _pairs(catalog, """SELECT coalesce(verified, 'never'),
-        count(*) FROM checkpoints WHERE store_id = ? GROUP BY ALL""", store_id)}
+    """Checkpoints with a state to read, per depth of their last check: 'data', 'structure',
+    'catalog' (blob files not walked) or 'never' (corrupt and incomplete ones not read by a data check
+    are left out, as from the runs' ``unverified``: there is nothing more a data check could read)."""
+    return {str(depth): int(n) for depth, n in _pairs(catalog, f"""SELECT coalesce(verified, 'never'),
+        count(*) FROM checkpoints WHERE store_id = ? AND (verified = 'data' OR {HAS_STATE})
+        GROUP BY ALL""", store_id)}
+
+
+HAS_STATE = "status NOT IN ('corrupt', 'incomplete')"  # what a data check could still read
 
 
 # what a listed checkpoint's row holds beyond LS_FIELDS, by name
@@ -274,10 +280,10 @@ def _duplicate_message(places: set[tuple[str, str]], run_id: str, namespace: str
 
 
 def overview(catalog: Catalog, store_id: int) -> Overview:
-    row = _rows(catalog, """SELECT count(*) AS checkpoints, count(DISTINCT run_id) AS runs,
+    row = _rows(catalog, f"""SELECT count(*) AS checkpoints, count(DISTINCT run_id) AS runs,
         count(DISTINCT agent) AS agents, coalesce(sum(size_bytes), 0) AS size_bytes,
         min(created_at) AS first_at, max(created_at) AS last_at,
-        count(*) FILTER (WHERE verified IS DISTINCT FROM 'data') AS data_unread
+        count(*) FILTER (WHERE verified IS DISTINCT FROM 'data' AND {HAS_STATE}) AS data_unread
         FROM checkpoints WHERE store_id = ?""", [store_id])[0]
     result = Overview(**{k: v for k, v in row.items() if v is not None})
     result.by_status = dict(_pairs(catalog, """SELECT status, count(*) FROM checkpoints

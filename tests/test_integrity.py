@@ -423,3 +423,17 @@ def test_a_background_check_not_yet_counted_says_so_rather_than_checking_0() -> 
     job._progress(40, 40)
     job.state = "done"
     assert job.summary().startswith("full read: checked 40 of 40 checkpoints")
+
+
+def test_a_checkpoint_with_nothing_to_read_is_never_pending_a_data_check(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "h" / "index.duckdb")
+    sid = index_store(catalog, str(SAMPLE_STORE), check="data").store.store_id
+    with catalog.connect() as con:  # a refresh re-lists an incomplete (pending) row: its check is structure again
+        con.execute("""UPDATE checkpoints SET verified = 'structure' WHERE store_id = ?
+                       AND status IN ('incomplete', 'corrupt')""", [sid])
+        damaged = con.execute("""SELECT count(*) FROM checkpoints WHERE store_id = ?
+                                 AND status IN ('incomplete', 'corrupt')""", [sid]).fetchone()[0]
+    assert damaged > 0
+    assert queries.overview(catalog, sid).data_unread == 0  # as the runs' "unverified": nothing to read
+    assert set(queries.verification_depths(catalog, sid)) == {"data"}
+    assert sum(r["unverified"] for r in run_health(catalog, sid)) == 0
