@@ -63,6 +63,22 @@ class Vault:
             self._save({**self._load(), public: url})
         return public
 
+    def put_back(self, public: str, previous: str | None) -> None:
+        """Undo a :meth:`remember`: ``public`` maps to ``previous`` again (dropped when None) —
+        a store that failed to open keeps no secret on disk."""
+        data = self._load()
+        if data.get(public) == previous:
+            return
+        if previous is None:
+            data.pop(public, None)
+        else:
+            data[public] = previous
+        self._save(data)
+
+    def kept(self, public: str) -> str | None:
+        """The full URL kept for ``public``, if any."""
+        return self._load().get(public)
+
     def resolve(self, public: str) -> str:
         """The full URL for ``public`` (``public`` itself when no secret was kept)."""
         return self._load().get(public, public)

@@ -129,10 +129,14 @@ def redact_text(text: str) -> str:
     return SECRET_ASSIGNMENT.sub(_mask_assignment, text)
 
 
+# "NoCredentialsError: Unable to locate credentials": an exception's name and its message, not a secret
+EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(Error|Exception|Warning|Expired|Missing|NotFound)$")
+
+
 def _mask_assignment(match: re.Match[str]) -> str:
     prefix, value = match.group(1), match.group(2)
-    name = prefix.rstrip(" =:\"'\t")
-    if NOT_SECRET_KEY.search(name.rsplit(".", 1)[-1]) or value.strip("\"'") in ("", MASK):
+    name = prefix.rstrip(" =:\"'\t").rsplit(".", 1)[-1]
+    if NOT_SECRET_KEY.search(name) or EXCEPTION_NAME.match(name) or value.strip("\"'") in ("", MASK):
         return match.group(0)
     quote = value[0] if value[:1] in ("'", '"') else ""
     return f"{prefix}{quote}{MASK}{quote}"

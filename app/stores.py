@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,17 +70,30 @@ def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
                storage_options: Mapping[str, Any] | None = None) -> OpenStore:
     """The store at ``url`` (full or public form), named in the index by its public URL;
     a secret in the URL is kept in the home's private credentials file (lastgood.credentials)."""
-    public, full = _public_and_full(catalog, normalize_url(url))
-    reader = open_reader(full, reader_name, storage_options)
+    url = normalize_url(url)
+    vault, public = _vault(catalog), split_url(url)[0]
+    with secret_kept_only_if_opened(catalog, url):
+        full = vault.resolve(vault.remember(url)) if vault is not None else url
+        reader = open_reader(full, reader_name, storage_options)
     return OpenStore(public, catalog.store_id(public, reader.name, display_url(public)), reader)
 
 
-def _public_and_full(catalog: Catalog, url: str) -> tuple[str, str]:
-    if catalog.path == ":memory:":
-        return split_url(url)[0], url
-    vault = Vault(Path(catalog.path).parent)
-    public = vault.remember(url)
-    return public, vault.resolve(public)
+def _vault(catalog: Catalog) -> Vault | None:
+    return Vault(Path(catalog.path).parent) if catalog.path != ":memory:" else None
+
+
+@contextmanager
+def secret_kept_only_if_opened(catalog: Catalog, url: str) -> Iterator[None]:
+    """A store that fails to open or to be read (a wrong password, no such bucket) leaves the
+    credentials file as it was: a secret typed for it is not kept on disk."""
+    vault, public = _vault(catalog), split_url(normalize_url(url))[0]
+    previous = vault.kept(public) if vault is not None else None
+    try:
+        yield
+    except BaseException:
+        if vault is not None:
+            vault.put_back(public, previous)
+        raise
 
 
 def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, full: bool = False,
@@ -96,8 +110,9 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
     """
     if check not in CHECK_DEPTHS:
         raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
-    store = open_store(catalog, url, reader_name)
-    refresh = refresh_consistent(catalog, store, full=full, progress=progress)
+    with secret_kept_only_if_opened(catalog, url):
+        store = open_store(catalog, url, reader_name)
+        refresh = refresh_consistent(catalog, store, full=full, progress=progress)
     _sync_recovery_marks(catalog, store)
     if check == "auto":
         pending = data_pending(catalog, store.store_id, only_unverified=not full)

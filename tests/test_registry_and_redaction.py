@@ -100,6 +100,24 @@ def test_secret_comparisons_in_text_are_masked() -> None:
     assert redact_text("password=hunter2pass") == f"password={MASK}"
 
 
+def test_an_exceptions_name_is_not_a_secret_assignment() -> None:
+    assert redact_text("NoCredentialsError: Unable to locate credentials") == (
+        "NoCredentialsError: Unable to locate credentials")
+    assert redact_text("botocore.exceptions.TokenExpired: the token expired").endswith("the token expired")
+    assert redact_text("Password: abc") == f"Password: {MASK}" and redact_text("InvalidToken: x") == f"InvalidToken: {MASK}"
+
+
+def test_a_store_that_fails_to_open_keeps_no_secret(tmp_path: Path) -> None:
+    from tests.helpers import lastgood_cli
+
+    home = tmp_path / "h"
+    for url in ("postgresql://alice:s3cretpw@127.0.0.1:1/db", "s3://no-such-bucket-lg/p?secret=abc123&token=tk999"):
+        done = lastgood_cli("ls", url, home=home, env={"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""})
+        assert done.returncode == 2 and "s3cretpw" not in done.stderr and "tk999" not in done.stderr
+    kept = (home / "credentials.json").read_text() if (home / "credentials.json").exists() else ""
+    assert "s3cretpw" not in kept and "abc123" not in kept and "tk999" not in kept
+
+
 def test_json_output_turns_nan_into_strings() -> None:
     import json
 
