@@ -98,6 +98,7 @@ def test_preview_reason_confirm_apply_then_undo(store: DemoStore, monkeypatch: p
     assert [e["action"] for e in entries] == ["rollback", "undo"] and entries[1]["undo_of"] == entries[0]["id"]
     journal = next(d.value for d in at.dataframe if "undo_of" in d.value.columns)
     assert list(journal["action"]) == ["undo", "rollback"]
+    assert str(journal["time"].dtype).startswith("datetime64") and journal["time"].notna().all()
     at.session_state["rc_action"] = "undo"
     at.run()
     offered = at.selectbox(key="rc_undo_of").options  # an undone action is not offered again

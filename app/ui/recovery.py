@@ -246,7 +246,9 @@ def render_plan(plan: dict[str, Any]) -> None:
         s = diff.get("summary") or {}
         st.markdown(f"**State change** (head → target): {s.get('added', 0)} added, "
                     f"{s.get('removed', 0)} removed, {s.get('changed', 0)} changed")
-        ui.show_table(_as_text(diff.get("changes") or [], ("old", "new")), ["op", "path", "old", "new"],
+        changes = diff.get("changes") or []
+        moved = ["from"] if any(c.get("from") for c in changes) else []  # a move's old place
+        ui.show_table(_as_text(changes, ("old", "new")), ["op", "path", *moved, "old", "new"],
                       empty="No differences.", key="rc_diff")
     effects = plan.get("side_effects") or []
     st.markdown(f"**Side effects after the target** — a restore rewinds state, not the world "
@@ -371,6 +373,8 @@ def render_journal(ref: ui.StoreRef) -> None:
     if frame.empty:
         st.caption("No recovery actions yet.")
         return
+    if "time" in frame:  # ISO text in the journal; a time here, shown in UTC like every other table
+        frame["time"] = pd.to_datetime(frame["time"], utc=True, errors="coerce")
     left, right = st.columns(2)
     runs = left.multiselect("Run", sorted(frame["run_id"].dropna().unique()), key="rc_j_runs")
     kinds = right.multiselect("Action", sorted(frame["action"].dropna().unique()), key="rc_j_kinds")
