@@ -309,3 +309,29 @@ def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypat
     assert any("only B has it" in c.value for c in at.caption)
     shown = pd.concat([d.value for d in at.dataframe if "op" in d.value.columns])
     assert list(shown["path"]) == ["/messages"] and list(shown["op"]) == ["add"]
+
+
+def test_field_over_time_follows_the_conversation_until_a_path_is_typed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lastgood.catalog import Catalog
+    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.stores import index_store
+
+    writer = NativeWriter(str(tmp_path / "s"), codec="json")
+    say = [{"role": "user", "content": "hi"}]
+    for n in range(2):
+        writer.save("nested", {"llm": {"messages": say * (n + 1)}})
+    for n in range(2):
+        writer.save("flat", {"messages": say * (n + 1), "count": n})
+    catalog = Catalog(tmp_path / "home" / "index.duckdb")
+    index_store(catalog, str(tmp_path / "s"))
+    catalog.close()
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(tmp_path / "s")]))
+    at = diff_page()
+    assert at.text_input(key="diff_track").value == "/messages"  # the newest run: flat
+    at.selectbox(key="diff_run_b").select("nested").run()
+    assert at.text_input(key="diff_track").value == "/llm/messages"
+    at.text_input(key="diff_track").input("/llm").run()
+    at.selectbox(key="diff_run_b").select("flat").run()
+    assert at.text_input(key="diff_track").value == "/llm" and not at.exception

@@ -31,6 +31,7 @@ MAX_TREE_ROWS = 2000
 RUN_A, CKPT_A, RUN_B, CKPT_B = "diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"
 PREV_B, PARAMS_TAKEN, ONLY_CHANGES, TRACK_PATH = "diff_prev_b", "diff_params_taken", "diff_only", "diff_track"
 PIN_A, STORE_B = "diff_pin_a", "diff_store_b"
+TRACK_DEFAULT = "diff_track_default"  # the path last offered by default (a typed one is kept)
 SAME_STORE = ""  # STORE_B's value when B is in A's store
 REMEMBERED = (RUN_A, CKPT_A, RUN_B, CKPT_B, STORE_B)  # kept when the operator visits another page
 SYNC = "_sync_run"  # suffix: a checkpoint chosen by code (link, parent) selects its run too
@@ -343,8 +344,10 @@ def _tracked(index_path: str, url: str, store_id: int, run_id: str, path: str) -
 def render_field_over_time(ref: StoreRef, view: DiffView) -> None:
     run_id = view.result["b"]["run_id"]
     default = "/" + "/".join(view.messages_path) if view.messages_path else "/"
-    if TRACK_PATH not in st.session_state:
-        st.session_state[TRACK_PATH] = default
+    previous = st.session_state.get(TRACK_DEFAULT)
+    if TRACK_PATH not in st.session_state or st.session_state[TRACK_PATH] == previous:
+        st.session_state[TRACK_PATH] = default  # follows the conversation until a path is typed
+    st.session_state[TRACK_DEFAULT] = default
     path = st.text_input("Field over time (JSON Pointer; lists and dicts by length)", key=TRACK_PATH).strip()
     if not path:
         return
