@@ -56,7 +56,8 @@ class VerifyJob:
     def summary(self) -> str:
         what = "full read" if self.depth == "data" else "structure check"
         count = f"{self.done:,}" + (f" of {self.total:,}" if self.total is not None else "")
-        found = f"{self.errors_found} error(s), {self.warnings_found} warning(s) found"
+        # what this check found in the checkpoints it read (the page's totals also hold store-wide ones)
+        found = f"in them {self.errors_found} error(s) and {self.warnings_found} warning(s)"
         if self.state == "failed":
             return f"{what} failed after {count} checkpoints: {self.error}"
         if self.running and self.total is None and self.done == 0:

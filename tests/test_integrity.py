@@ -419,7 +419,7 @@ def test_a_background_check_not_yet_counted_says_so_rather_than_checking_0() -> 
     job = VerifyJob("index.duckdb", "store", "data")
     assert job.summary() == "full read: checking — counting the checkpoints to read…"
     job._progress(0, 40)
-    assert job.summary() == "full read: checking 0 of 40 checkpoints; 0 error(s), 0 warning(s) found"
+    assert job.summary() == "full read: checking 0 of 40 checkpoints; in them 0 error(s) and 0 warning(s)"
     job._progress(40, 40)
     job.state = "done"
     assert job.summary().startswith("full read: checked 40 of 40 checkpoints")

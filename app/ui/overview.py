@@ -65,9 +65,9 @@ def suggested_actions(ref: ui.StoreRef, data: OverviewData, damaged: tuple[list[
         actions.append(Action(f"{count} recent error event(s); latest in run {ui.code(latest['run_id'])}: "
                               f"{ui.md_escape(str(latest['detail'])[:120])}", "warning", latest["run_id"]))
     if data.overview.findings.get("warning"):
-        actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) (failed tasks, "
-                              "orphans…) — list them with `lastgood verify STORE`; a checkpoint's "
-                              "findings show in the Timeline", "info"))
+        actions.append(Action(f"{data.overview.findings['warning']} warning finding(s) — the Integrity page "
+                              "counts them by check (schema drift, failed tasks, …) and `lastgood verify "
+                              "STORE` lists them; a checkpoint's findings show in the Timeline", "info"))
     actions.extend(_verify_actions(ref, depths))
     return actions
 
