@@ -230,8 +230,9 @@ def _filtered(findings: pd.DataFrame) -> pd.DataFrame:
     mask = pd.Series(True, index=findings.index)
     for col, (column, label) in zip(cols, filters.items()):
         options = sorted(str(v) for v in findings[column].dropna().unique())
+        shown_as = (lambda d: DEPTH_LABELS.get(d, d)) if column == "depth" else redact_text  # as in the table
         chosen = col.multiselect(label, options, key=FILTER_KEY.format(column), placeholder="all",
-                                 format_func=redact_text)
+                                 format_func=shown_as)
         if chosen:
             mask &= findings[column].astype(str).isin(chosen)
     return findings[mask]
