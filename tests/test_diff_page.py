@@ -102,6 +102,14 @@ def test_picking_another_b_resets_a_to_its_parent_and_export_is_the_json_shape(a
     assert download.proto.label == "Export JSON"
 
 
+def test_a_link_to_an_unknown_checkpoint_says_so_and_keeps_the_pickers(app_env: DemoStore) -> None:
+    b = app_env.of_run("run-alpha")[-1].checkpoint_id
+    at = diff_page({"store": app_env.url, "a": "no-such-checkpoint", "b": b})
+    assert [e.value for e in at.error] == ["A: no checkpoint matches 'no-such-checkpoint'"]
+    assert {"diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"} <= {s.key for s in at.selectbox}
+    assert at.selectbox(key="diff_ckpt_b").value == b
+
+
 def test_a_damaged_checkpoint_is_one_error_line(app_env: DemoStore) -> None:
     damaged = app_env.damaged
     at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)

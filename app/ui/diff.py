@@ -17,6 +17,7 @@ import streamlit as st
 from lastgood import investigate as inv
 from lastgood.diff import message_line, preview
 from lastgood.errors import LastgoodError
+from lastgood.redact import redact_text
 from lastgood.output import dumps
 from lastgood.show import load_state_safely
 from lastgood.stateview import find_conversation, truncate
@@ -165,9 +166,14 @@ def _maybe_record(ref: StoreRef, checkpoint: str) -> dict[str, Any] | None:
 def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key: str) -> str | None:
     wanted = st.session_state.get(ckpt_key)
     if wanted and st.session_state.pop(ckpt_key + SYNC, False):
-        record = _record(ref.index_path, ref.store_id, wanted)  # a bad link: one error line
-        st.session_state[run_key] = record["run_id"]
-        st.session_state[ckpt_key] = wanted = record["checkpoint_id"]
+        try:
+            record = _record(ref.index_path, ref.store_id, wanted)
+        except LastgoodError as exc:  # a bad link: one error line, and the pickers to choose another
+            st.error(f"{side}: {md_escape(redact_text(str(exc)))}")
+            st.session_state[ckpt_key] = wanted = None
+        else:
+            st.session_state[run_key] = record["run_id"]
+            st.session_state[ckpt_key] = wanted = record["checkpoint_id"]
     if st.session_state.get(run_key) not in runs:
         st.session_state[run_key] = runs[0]
     left, right = st.columns([2, 5])
