@@ -202,3 +202,19 @@ def test_a_secret_shaped_run_links_by_a_non_secret_handle(tmp_path: Path, monkey
     assert SECRET not in rendered_text(opened)
     shown = lastgood_cli("show", str(store), secret_link["key"][0], "--format", "json", home=home)
     assert shown.returncode == 0 and json.loads(shown.stdout)["checkpoint"]["checkpoint_id"] == saved[1].checkpoint_id
+
+
+def test_runs_are_counted_as_the_overview_counts_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = SAMPLE_STORE.parent / "langgraph.sqlite"  # threads with subgraph namespaces
+    runs = json.loads(lastgood_cli("runs", str(db), "--format", "json", home=tmp_path / "h").stdout)
+    threads = {r["run_id"] for r in runs}
+    assert len(runs) > len(threads)  # namespaces are rows of their own
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "h"))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(db)]))
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    overview_runs = {m.label: m.value for m in at.metric}["Runs"]
+    at.switch_page(INTEGRITY).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert overview_runs == str(len(threads))
+    assert metrics["Damaged runs"].endswith(f"of {len(threads)}")
+    assert metrics["Runs with a last good"] == f"{sum(1 for r in runs if not r['namespace'] and r['last_good'])} of {len(threads)}"

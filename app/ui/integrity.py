@@ -79,13 +79,18 @@ def render_summary(data: IntegrityData) -> None:
     cols = st.columns(5)
     cols[0].metric("Errors", ui.compact(int((f["severity"] == "error").sum())))
     cols[1].metric("Warnings", ui.compact(int((f["severity"] == "warning").sum())))
-    damaged = int((runs["health"] == "damaged").sum()) if not runs.empty else 0
-    cols[2].metric("Damaged runs", f"{damaged:,} of {len(runs):,}")
+    # runs as the Overview counts them: a LangGraph thread with subgraph namespaces is one run
+    total = runs["run_id"].nunique() if not runs.empty else 0
+    damaged = runs.loc[runs["health"] == "damaged", "run_id"].nunique() if not runs.empty else 0
+    cols[2].metric("Damaged runs", f"{damaged:,} of {total:,}",
+                   help="A run is damaged when any of its namespaces is")
     unverified = int(runs["unverified"].sum()) if not runs.empty else 0
     cols[3].metric("Unverified checkpoints", ui.compact(unverified),
                    help="Not read by a data check yet: never counted as good")
-    with_good = int(runs["last_good"].notna().sum()) if not runs.empty else 0
-    cols[4].metric("Runs with a last good", f"{with_good:,} of {len(runs):,}")
+    roots = runs[runs["namespace"] == ""] if not runs.empty else runs
+    with_good = int(roots["last_good"].notna().sum()) if not runs.empty else 0
+    cols[4].metric("Runs with a last good", f"{with_good:,} of {total:,}",
+                   help="The run's own (root namespace) last good checkpoint: what a restore resumes from")
 
 
 def counts_by_check(findings: pd.DataFrame) -> pd.DataFrame:
