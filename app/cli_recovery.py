@@ -201,8 +201,11 @@ def render_journal(report: dict[str, Any]) -> str:
              + ("ok" if report["chain_ok"] else "BROKEN")]
     lines += [f"  ! {p}" for p in report.get("problems") or []]
     for e in report["actions"]:
+        if not e.get("id"):
+            lines.append("     ? an entry that cannot be read (see the problems above)")
+            continue
         undo = f" (undoes {e['undo_of']})" if e.get("undo_of") else ""
-        lines.append(f"  {e.get('seq'):>4} {e.get('time')} {e.get('id')} {e.get('action'):10} "
+        lines.append(f"  {str(e.get('seq')):>4} {e.get('time')} {e.get('id')} {str(e.get('action')):10} "
                      f"{e.get('run_id')} {e.get('previous_head')} → {e.get('new_head')} "
                      f"by {e.get('operator')}: {e.get('reason')}{undo}")
     for p in report.get("pending") or []:

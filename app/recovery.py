@@ -503,12 +503,16 @@ def sync_marks(catalog: Catalog, store: OpenStore) -> int:
         if not marks and not had and not entries:
             return 0
         con.execute("BEGIN TRANSACTION")
-        con.execute("""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
-            WHERE store_id = ? AND status IN ('quarantined', 'superseded')""", [store.store_id])
-        _write_marks(con, store.store_id, marks)
-        _apply_error_statuses(con, store.store_id)
-        _mirror_journal(con, store.store_id, entries)
-        con.execute("COMMIT")
+        try:
+            con.execute("""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
+                WHERE store_id = ? AND status IN ('quarantined', 'superseded')""", [store.store_id])
+            _write_marks(con, store.store_id, marks)
+            _apply_error_statuses(con, store.store_id)
+            _mirror_journal(con, store.store_id, entries)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
     return len(marks)
 
 
@@ -532,7 +536,9 @@ def _write_marks(con: Any, store_id: int, marks: Mapping[jr.MarkKey, jr.Mark]) -
 
 
 def _mirror_journal(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:
-    """The index's ``journal`` table mirrors the store's journal (for SQL and pages)."""
+    """The index's ``journal`` table mirrors the store's journal (for SQL and pages); an entry
+    that cannot be read (no id: the chain check reports it) is left out."""
+    entries = [e for e in entries if e.get("id")]
     tip = entries[-1].get("hash") if entries else None
     row = con.execute("SELECT count(*), max_by(hash, seq) FROM journal WHERE store_id = ?",
                       [store_id]).fetchone()
@@ -552,8 +558,8 @@ def _mirror_journal(con: Any, store_id: int, entries: list[dict[str, Any]]) -> N
     data["superseded"] = [jr.canonical(e.get("superseded") or []).decode() for e in entries]
     con.register("lastgood_journal_rows", pa.table(data))
     try:
-        con.execute("""INSERT INTO journal SELECT ?, action_id, CAST(seq AS BIGINT),
-            CAST(acted_at AS TIMESTAMPTZ), operator, action, run_id, namespace, target, previous_head,
+        con.execute("""INSERT INTO journal SELECT ?, action_id, TRY_CAST(seq AS BIGINT),
+            TRY_CAST(acted_at AS TIMESTAMPTZ), operator, action, run_id, namespace, target, previous_head,
             new_head, CAST(superseded AS JSON), reason, undoes, hash, prev_hash
             FROM lastgood_journal_rows""", [store_id])
     finally:

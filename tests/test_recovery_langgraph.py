@@ -281,6 +281,11 @@ def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
     done = lastgood_cli("journal", str(path), "--format", "json", home=home)
     report = json.loads(done.stdout)
     assert done.returncode == 1 and not report["chain_ok"] and "hash" in report["problems"][0]
+    with sqlite3.connect(str(path)) as conn:  # an entry that is not JSON at all: reads still work
+        conn.execute("UPDATE lastgood_journal SET entry = 'garbage{' WHERE seq = 1")
+    assert lastgood_cli("journal", str(path), home=home).returncode == 1
+    listed = lastgood_cli("ls", str(path), "--status", "quarantined", "--format", "json", home=home)
+    assert listed.returncode == 0 and [r["checkpoint_id"] for r in json.loads(listed.stdout)] == [ids[1]]
 
 
 def test_an_agent_writing_during_restores_gives_conflicts_or_a_consistent_order(

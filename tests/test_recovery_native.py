@@ -377,3 +377,25 @@ def test_restore_on_s3_uses_conditional_writes(s3_env: dict[str, str], tmp_path:
     assert NativeWriter(url, options, create=False).load_head_state("run-0") == states["run-0"][1]
     journal = json.loads(lastgood_cli("journal", url, "--format", "json", home=home, env=s3_env).stdout)
     assert journal["chain_ok"] and journal["actions"][0]["superseded"] == [r["checkpoint_id"] for r in rows[2:]]
+
+
+def test_an_unreadable_journal_entry_breaks_the_chain_and_nothing_else(native, tmp_path: Path) -> None:
+    url, _states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[2]))
+    apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[3]))
+    (Path(url) / "journal" / "entries" / "0000000001.json").write_text("not json{")
+    home = tmp_path / "cli"
+    listed = lastgood_cli("ls", url, "--status", "quarantined", "--format", "json", home=home)
+    assert listed.returncode == 0 and [r["checkpoint_id"] for r in json.loads(listed.stdout)] == [ids[3]]
+    journal = lastgood_cli("journal", url, home=home)
+    assert journal.returncode == 1 and "chain BROKEN" in journal.stdout and "cannot be read" in journal.stdout
+    dry = lastgood_cli("quarantine", url, ids[4], "--dry-run", home=home)
+    assert dry.returncode == 0 and "journal chain is BROKEN" in dry.stdout
+    done = lastgood_cli("quarantine", url, ids[4], "--reason", "r", "--yes", home=home)
+    assert done.returncode == 0, done.stderr
+    index_store(catalog, url, check="none")
+    with catalog.connect() as con:  # the index mirrors the readable entries
+        mirrored = con.execute("SELECT count(*) FROM journal WHERE store_id = ?", [store.store_id]).fetchone()[0]
+    assert mirrored == 2

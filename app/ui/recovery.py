@@ -184,7 +184,8 @@ def _undo_picker(ref: ui.StoreRef, column: Any) -> None:
     try:
         listed = journal(ref)["actions"]
         undone = recovery.undone_actions(listed)  # undone once: not offered again
-        actions = [a for a in listed if a.get("action") != "check-failed" and a.get("id") not in undone]
+        actions = [a for a in listed if a.get("id") and a.get("action") != "check-failed"
+                   and a.get("id") not in undone]
     except LastgoodError as exc:
         column.error(str(exc))
         return
