@@ -94,11 +94,12 @@ def cmd_undo(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output, recovery
+    from lastgood import output, queries, recovery
     from lastgood.stores import index_store, open_catalog
 
     catalog = open_catalog(settings)
     store = index_store(catalog, args.store, reader_name=args.reader, check="none").store
+    queries.require_run(catalog, store.store_id, args.run)
     report = recovery.journal_report(store, run_id=args.run, action=args.action)
     output.emit(report, fmt, render_journal)
     return 0 if report["chain_ok"] else 1

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from lastgood.errors import UsageError
+
 VAULT_NAME = "credentials.json"
 SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pwd", "secret", "token", "access_token",
                                "sslpassword", "key", "api_key"})
@@ -25,7 +27,14 @@ def split_url(url: str) -> tuple[str, bool]:
     """``(public_url, had_secret)``: ``url`` without its password and secret query values."""
     if "://" not in url:
         return url, False
-    parts = urlsplit(url)
+    scheme = url.split("://", 1)[0]
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed [IPv6] host
+        raise UsageError(f"not a valid {scheme}:// URL: {exc}") from None
+    if parts.netloc.count("@") > 1:  # where the password ends is a guess: never send a piece of it anywhere
+        raise UsageError(f"the {scheme}:// URL has more than one '@' before its host: write an '@' in a "
+                         "user name or password as %40")
     netloc, had_password = _netloc_without_password(parts.netloc)
     query, had_secret_query = _query_without_secrets(parts.query)
     if not (had_password or had_secret_query):

@@ -178,6 +178,7 @@ def test_every_spelling_of_a_local_store_is_one_index_entry(tmp_path: Path, monk
     (("ls", "--run", "no-such-run"), "no run 'no-such-run' in this store"),
     (("runs", "--run", "no-such-run"), "no run 'no-such-run' in this store"),
     (("show", ""), "an empty checkpoint id: give an id or a unique prefix"),
+    (("journal", "--run", "no-such-run"), "no run 'no-such-run' in this store"),
     (("diverge", "no-such-run", "trading-003"), "no run or checkpoint matches 'no-such-run'"),
     (("restore", "--last-good", "no-such-run", "--dry-run"), "no run 'no-such-run'")])
 def test_a_name_the_store_does_not_have_is_said_plainly(args: tuple[str, ...], message: str,
@@ -192,6 +193,16 @@ def test_options_that_would_be_ignored_are_refused(sample_home: Path) -> None:
     assert done.returncode == 2 and "--read-data" in done.stderr and done.stderr.count("\n") == 1
     done = lastgood_cli("journal", str(SAMPLE_STORE), "--action", "restores", home=sample_home)
     assert done.returncode == 2 and "invalid choice" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://alice:s3cr@tpw@127.0.0.1:1/db", "write an '@' in a user name or password as %40"),
+    ("postgresql://alice:pw@[::1:1/db", "not a valid postgresql:// URL"),
+    ("http://[::1/x", "not a valid http:// URL")])
+def test_a_malformed_url_is_one_line_and_no_piece_of_its_password(url: str, message: str, tmp_path: Path) -> None:
+    done = lastgood_cli("ls", url, home=tmp_path / "h")
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1
+    assert "tpw" not in done.stderr and "a bug" not in done.stderr
 
 
 def test_runs_shows_superseded_checkpoints(sample_home: Path) -> None:
