@@ -182,9 +182,11 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
     if moved and head != original.get("new_head"):
         raise ConflictError(f"the head of run {run!r} moved since {original['id']} "
                          f"({original.get('new_head')} → {head}); restore the checkpoint you want instead")
+    inverse = jr.inverse_marks(original.get("marks") or {})
+    _refuse_stacked_marks(entries, run, ns, inverse)
     plan = Plan("undo", run, ns, restore_from or original.get("target"), head,
                 restore_from=restore_from, undo_of=str(original["id"]),
-                marks=jr.inverse_marks(original.get("marks") or {}))
+                marks=inverse)
     if restore_from:
         record = queries.resolve_checkpoint(catalog, store.store_id, restore_from)
         plan.target_status, plan.target_fields = record.status, _fields(record)
@@ -205,6 +207,24 @@ def _warn_broken_journal(store: OpenStore, plan: Plan, entries: list[dict[str, A
 def undone_actions(entries: list[dict[str, Any]]) -> set[str]:
     """Ids of the actions an undo has undone (an action is undone once)."""
     return {str(e["undo_of"]) for e in entries if e.get("action") == "undo" and e.get("undo_of")}
+
+
+def _refuse_stacked_marks(entries: list[dict[str, Any]], run: str, ns: str,
+                          inverse: Mapping[str, list[str]]) -> None:
+    """An undo that would quarantine a checkpoint already quarantined (by a later action) or
+    release one that no longer is: refused, as a quarantine or release by hand would be — a
+    stacked mark would be lifted whole by the next undo."""
+    current = jr.fold_marks(entries)
+
+    def quarantined(cid: str) -> bool:
+        mark = current.get((run, ns, cid))
+        return mark is not None and mark.status == "quarantined"
+    stacked = [c for c in inverse.get("quarantine", []) if quarantined(c)]
+    if stacked:
+        raise UsageError(f"{stacked[0]} is already quarantined (by a later action): undo or release that first")
+    gone = [c for c in inverse.get("release", []) if not quarantined(c)]
+    if gone:
+        raise UsageError(f"{gone[0]} is not quarantined any more: nothing to release")
 
 
 def _refuse_undone(entries: list[dict[str, Any]], action_id: str) -> None:

@@ -131,8 +131,16 @@ def test_an_action_is_undone_once_and_a_stale_undo_never_lifts_a_later_action(na
         recovery.plan_undo(catalog, store, first.action_id)
     assert statuses(catalog, store.store_id, "run-0")[ids[2]] == "quarantined"  # the later action stands
     assert [a["action"] for a in recovery.journal_report(store)["actions"]] == ["quarantine", "undo", "quarantine"]
-    apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, undone.action_id))  # redo: undo the undo
-    assert again.action_id != first.action_id
+    with pytest.raises(UsageError, match="already quarantined"):  # a redo would stack a second mark
+        recovery.plan_undo(catalog, store, undone.action_id)
+    apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, again.action_id))
+    assert statuses(catalog, store.store_id, "run-0")[ids[2]] == "ok"
+    apply(catalog, url, lambda s: recovery.plan_undo(catalog, s, undone.action_id))  # now a redo is fine
+    assert statuses(catalog, store.store_id, "run-0")[ids[2]] == "quarantined"
+    marked = apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[5]))
+    apply(catalog, url, lambda s: recovery.plan_quarantine(catalog, s, ids[5], release=True))
+    with pytest.raises(UsageError, match="not quarantined any more"):  # released by hand already
+        recovery.plan_undo(catalog, store, marked.action_id)
 
 
 def test_undo_after_the_head_moved_is_a_conflict(native, tmp_path: Path) -> None:
