@@ -304,8 +304,7 @@ def tracked_value(state: Any, path: str) -> dict[str, Any]:
         return {"kind": kind, "value": None, "number": float(len(found)), "length": len(found)}
     if is_secret_key(governing_key(path)):  # /client_secret/value: everything below a secret-named key
         value = MASK if found not in (None, "") else found
-        return {"kind": type(found).__name__, "value": value, "number": None,
-                "length": len(found) if isinstance(found, str) else None}
+        return {"kind": type(found).__name__, "value": value, "number": None, "length": None}  # nor its length
     value = jsonable(redact(found))
     number = float(found) if isinstance(found, (int, float)) and not isinstance(found, bool) else None
     length = len(found) if isinstance(found, str) else None

@@ -67,8 +67,16 @@ def parse(text: str) -> Predicate:
     parser = _Parser(_tokens(text), text)
     node = parser.expr()
     if parser.peek() is not None:
-        raise UsageError(f"unexpected {parser.peek()[1]!r} in --where {text!r}")
+        raise UsageError(_quoting(text, f"unexpected {parser.peek()[1]!r} in --where {text!r}"))
     return Predicate(text, node)
+
+
+def _quoting(text: str, message: str) -> str:
+    """``message``, unless ``text`` holds something redaction would hide (a compared password):
+    then a message that quotes no piece of it (a fragment cut out of it escapes the redaction)."""
+    from lastgood.redact import redact_text
+
+    return message if redact_text(text) == text else "cannot read --where (it compares a secret; not shown)"
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -79,7 +87,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
             break
         match = TOKEN.match(text, pos)
         if not match or match.end() == pos:
-            raise UsageError(f"cannot read --where {text!r} at {text[pos:].strip()[:20]!r}")
+            raise UsageError(_quoting(text, f"cannot read --where {text!r} at {text[pos:].strip()[:20]!r}"))
         kind = match.lastgroup or ""
         out.append((kind, match.group(kind)))
         pos = match.end()
@@ -150,7 +158,8 @@ class _Parser:
             return ("lit", json.loads(value) if value.startswith('"') else value[1:-1])
         if kind == "word" and value.lower() in ("true", "false", "null"):
             return ("lit", {"true": True, "false": False, "null": None}[value.lower()])
-        raise UsageError(f"expected a path, len(path) or a value, not {value!r}, in --where {self.text!r}")
+        raise UsageError(_quoting(self.text, f"expected a path, len(path) or a value, not {value!r}, "
+                                             f"in --where {self.text!r}"))
 
 
 def _eval(node: tuple[Any, ...], state: Any) -> Any:

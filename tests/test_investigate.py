@@ -156,6 +156,10 @@ def test_predicates_parse_without_eval():
     for bad in ("__import__('os')", "/balance <", "len(/x", "/x < 1 1", "/x === 2"):
         with pytest.raises(UsageError):
             parse(bad)
+    for bad in ("/auth/password==@ssw0rd-plain2", "/token == 'a' 'sk-live-0123456789abcdef'"):
+        with pytest.raises(UsageError) as caught:  # an error never quotes a piece of a compared secret
+            parse(bad)
+        assert "ssw0rd" not in str(caught.value) and "0123456789" not in str(caught.value)
 
 
 def test_diff_across_stores_native_run_vs_langgraph_thread(tmp_path):

@@ -90,7 +90,8 @@ def test_everything_under_a_secret_name_is_masked_and_its_shape_kept() -> None:
     changed = diff_states({"auth": {"secrets": ["old-value"]}}, {"auth": {"secrets": ["new-value"]}})
     assert "old-value" not in repr(changed.to_dict()) and "new-value" not in repr(changed.to_dict())
     deep = tracked_value(state, "/auth/client_secret/v")
-    assert deep["value"] == MASK and tracked_value(state, "/auth/client_secret/pin")["number"] is None
+    assert deep["value"] == MASK and deep["length"] is None
+    assert tracked_value(state, "/auth/client_secret/pin")["number"] is None
     assert tracked_value(state, "/llm/token_usage/prompt_tokens")["number"] == 3.0
 
 
