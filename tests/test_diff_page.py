@@ -308,6 +308,7 @@ def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypat
     a = writer.save("r", {"input": "hi"}).checkpoint_id
     b = writer.save("r", {"input": "hi", "messages": [{"role": "user", "content": "hi"},
                                                       {"role": "assistant", "content": "hello"}]}).checkpoint_id
+    nested = writer.save("r2", {"input": "hi", "llm": {"messages": [{"role": "user", "content": "hi"}]}}).checkpoint_id
     catalog = Catalog(tmp_path / "home" / "index.duckdb")
     index_store(catalog, str(tmp_path / "s"))
     catalog.close()
@@ -317,6 +318,8 @@ def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypat
     assert any("only B has it" in c.value for c in at.caption)
     shown = pd.concat([d.value for d in at.dataframe if "op" in d.value.columns])
     assert list(shown["path"]) == ["/messages"] and list(shown["op"]) == ["add"]
+    at = diff_page({"a": a, "b": nested})  # the conversation sits under /llm, which only B has
+    assert any("only B has it" in c.value and "/llm" in c.value for c in at.caption), [c.value for c in at.caption] + [m.value for m in at.markdown][:6]
 
 
 def test_field_over_time_follows_the_conversation_until_a_path_is_typed(

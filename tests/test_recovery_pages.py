@@ -121,6 +121,8 @@ def test_a_link_opens_its_own_store_and_never_previews_another_target(
     assert wrong.session_state["lastgood_store"] == store.url
     assert any("The link named checkpoint" in e.value for e in wrong.error)
     assert not [s for s in wrong.subheader if s.value == "Preview (dry run)"]  # nothing previewed
+    wrong.run()  # a rerun (the background check's end) keeps saying it
+    assert any("The link named checkpoint" in e.value for e in wrong.error)
 
 
 def test_force_is_for_one_action(store: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:

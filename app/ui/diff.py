@@ -278,10 +278,12 @@ def render_conversation_changes(view: DiffView) -> None:
         return
     st.markdown(f"**Conversation** · {code('/'.join(view.messages_path))} · {len(rows)} message(s) changed")
     prefix = "/" + "/".join(view.messages_path)
-    whole = next((c for c in view.result["changes"] if c["path"] == prefix), None)
+    whole = next((c for c in view.result["changes"]  # the list, or a dict above it, is on one side only
+                  if c["path"] == prefix or prefix.startswith(c["path"] + "/")), None)
     if whole is not None and not rows:  # the list itself appeared, went or changed type
         what = {"add": "only B has it", "remove": "only A has it"}.get(whole["op"], "it changed as a whole")
-        st.caption(f"The conversation is not in both states ({what}): see {code(prefix)} under Other changes.")
+        st.caption(f"The conversation is not in both states ({what}): see {code(whole['path'] or '/')} under "
+                   "Other changes.")
         return
     if not rows:
         st.caption("No message was added, removed, edited or moved.")

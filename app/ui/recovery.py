@@ -25,6 +25,7 @@ RUN_KEY = "rc_run"
 TARGET_KEY = "rc_target"
 UNDO_KEY = "rc_undo_of"
 FORCE_KEY = "rc_force"
+RESET_FORCE_KEY = "rc_reset_force"
 LINKED_KEY = "rc_linked"  # the run and target a link named, until its preview
 MARKS_ONLY = ("quarantine", "release")
 REASON_KEY = "rc_reason"
@@ -129,6 +130,8 @@ def render_form(ref: ui.StoreRef) -> None:
         run = middle.selectbox("Run", runs, key=RUN_KEY, on_change=_forget_plan)
         if action in NEEDS_TARGET:
             _target_picker(ref, run, action, right)
+    if st.session_state.pop(RESET_FORCE_KEY, False):
+        st.session_state[FORCE_KEY] = False
     force = st.checkbox("Allow a quarantined or corrupt target (--force)", key=FORCE_KEY,
                         on_change=_forget_plan)
     link_kept = _link_kept(ref, action)  # once, in the run right after a link
@@ -148,13 +151,14 @@ def _link_kept(ref: ui.StoreRef, action: str) -> bool:
     shows (another store, a run it does not have): a preview never goes ahead on another target."""
     linked = st.session_state.pop(LINKED_KEY, None) or {}
     state = st.session_state
-    lost = [f"{what} {ui.code(value)}" for what, value, shown in (
+    lost = [f"{what} {value}" for what, value, shown in (
         ("store", linked.get("store"), ref.url), ("run", linked.get("run"), state.get(RUN_KEY)),
         ("checkpoint", linked.get("target") if action in NEEDS_TARGET else None, state.get(TARGET_KEY)))
         if value and value != shown]
-    if lost:
-        st.error("The link named " + ", ".join(lost) + ", which this store does not have: nothing was "
-                 "previewed. Pick the store and checkpoint here.")
+    if lost:  # kept until the next preview or change (a rerun must not wipe it: the pickers moved)
+        st.session_state[ERROR_KEY] = ("The link named " + ", ".join(lost) + ", which this store does not "
+                                       "have (or has not finished indexing): nothing was previewed. Pick the "
+                                       "store and checkpoint here.")
     return not lost
 
 
@@ -312,7 +316,7 @@ def _apply(ref: ui.StoreRef, plan: recovery.Plan, reason: str) -> None:
         st.session_state[RESULT_KEY] = result.to_dict()
         _forget_plan()
         st.session_state.pop(REASON_KEY, None)
-        st.session_state.pop(FORCE_KEY, None)  # --force is for one action, never left ticked
+        st.session_state[RESET_FORCE_KEY] = True  # --force is for one action: unticked before it draws
     except LastgoodError as exc:
         st.session_state[ERROR_KEY] = f"Nothing was applied: {exc}"
     finally:
