@@ -98,7 +98,7 @@ def test_integrity_page_findings_link_and_full_read_in_chromium(chromium_browser
         total = len(damaged_store.saved)
         done = page.get_by_text(re.compile(r"full read: checked [\d,]+ of [\d,]+ checkpoints")).first
         done.wait_for()
-        assert f"checked {total:,} of {total:,} checkpoints; 1 error(s)" in done.inner_text(), done.inner_text()
+        assert f"checked {total:,} of {total:,} checkpoints; in them 1 error(s)" in done.inner_text(), done.inner_text()
         page.get_by_text("1 of 1 finding(s)").wait_for()
         after = _table_csv(page, _findings_grid(page))
         assert [(r["check"], r["checkpoint_id"], r["depth"]) for r in after] == [
