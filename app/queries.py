@@ -70,6 +70,9 @@ def indexed_stores(catalog: Catalog) -> dict[str, int]:
             _rows(catalog, "SELECT store_id, url FROM stores ORDER BY store_id")}
 
 
+HAS_STATE = "status NOT IN ('corrupt', 'incomplete')"  # what a data check could still read
+
+
 def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
     """Checkpoints with a state to read, per depth of their last check: 'data', 'structure',
     'catalog' (blob files not walked) or 'never' (corrupt and incomplete ones not read by a data check
@@ -77,9 +80,6 @@ def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
     return {str(depth): int(n) for depth, n in _pairs(catalog, f"""SELECT coalesce(verified, 'never'),
         count(*) FROM checkpoints WHERE store_id = ? AND (verified = 'data' OR {HAS_STATE})
         GROUP BY ALL""", store_id)}
-
-
-HAS_STATE = "status NOT IN ('corrupt', 'incomplete')"  # what a data check could still read
 
 
 # what a listed checkpoint's row holds beyond LS_FIELDS, by name

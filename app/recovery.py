@@ -150,7 +150,8 @@ def plan_restore_last_good(catalog: Catalog, store: OpenStore, run_id: str, name
 
 def plan_quarantine(catalog: Catalog, store: OpenStore, ref: str, *, release: bool = False) -> Plan:
     record = queries.resolve_checkpoint(catalog, store.store_id, ref)
-    marks = jr.fold_marks(backend(store).journal_entries())
+    entries = backend(store).journal_entries()
+    marks = jr.fold_marks(entries)
     current = marks.get((record.run_id, record.namespace, record.checkpoint_id))
     quarantined = current is not None and current.status == "quarantined"
     if release and not quarantined:
@@ -165,7 +166,7 @@ def plan_quarantine(catalog: Catalog, store: OpenStore, ref: str, *, release: bo
     if not release and head == record.checkpoint_id:
         plan.warnings.append("this checkpoint is the run's head: the agent still resumes from it "
                              "until you restore another one")
-    return _warn_broken_journal(store, plan)
+    return _warn_broken_journal(store, plan, entries)
 
 
 def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
@@ -204,9 +205,9 @@ def _warn_broken_journal(store: OpenStore, plan: Plan, entries: list[dict[str, A
     return plan
 
 
-def undone_actions(entries: list[dict[str, Any]]) -> set[str]:
-    """Ids of the actions an undo has undone (an action is undone once)."""
-    return {str(e["undo_of"]) for e in entries if e.get("action") == "undo" and e.get("undo_of")}
+def undone_actions(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """``{undone action id: the undo's id}`` (an action is undone once; the newest undo wins)."""
+    return {str(e["undo_of"]): str(e["id"]) for e in entries if e.get("action") == "undo" and e.get("undo_of")}
 
 
 def _refuse_stacked_marks(entries: list[dict[str, Any]], run: str, ns: str,
@@ -229,10 +230,9 @@ def _refuse_stacked_marks(entries: list[dict[str, Any]], run: str, ns: str,
 
 def _refuse_undone(entries: list[dict[str, Any]], action_id: str) -> None:
     """An action is undone once: a second undo would re-apply the inverse over whatever came after."""
-    undone_by = [e["id"] for e in entries if e.get("action") == "undo" and e.get("undo_of") == action_id]
+    undone_by = undone_actions(entries).get(action_id)
     if undone_by:
-        raise UsageError(f"{action_id} was already undone by {undone_by[-1]}; "
-                         f"undo {undone_by[-1]} to bring it back")
+        raise UsageError(f"{action_id} was already undone by {undone_by}; undo {undone_by} to bring it back")
 
 
 def _find_action(entries: list[dict[str, Any]], action_id: str) -> dict[str, Any]:

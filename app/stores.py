@@ -70,11 +70,16 @@ def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
                storage_options: Mapping[str, Any] | None = None) -> OpenStore:
     """The store at ``url`` (full or public form), named in the index by its public URL;
     a secret in the URL is kept in the home's private credentials file (lastgood.credentials)."""
+    with secret_kept_only_if_opened(catalog, url):
+        return _open_store(catalog, url, reader_name, storage_options)
+
+
+def _open_store(catalog: Catalog, url: str, reader_name: str | None = None,
+                storage_options: Mapping[str, Any] | None = None) -> OpenStore:
     url = normalize_url(url)
     vault, public = _vault(catalog), split_url(url)[0]
-    with secret_kept_only_if_opened(catalog, url):
-        full = vault.resolve(vault.remember(url)) if vault is not None else url
-        reader = open_reader(full, reader_name, storage_options)
+    full = vault.resolve(vault.remember(url)) if vault is not None else url
+    reader = open_reader(full, reader_name, storage_options)
     return OpenStore(public, catalog.store_id(public, reader.name, display_url(public)), reader)
 
 
@@ -110,8 +115,8 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
     """
     if check not in CHECK_DEPTHS:
         raise UsageError(f"--check must be one of {', '.join(CHECK_DEPTHS)}")
-    with secret_kept_only_if_opened(catalog, url):
-        store = open_store(catalog, url, reader_name)
+    with secret_kept_only_if_opened(catalog, url):  # one guard for the open and the first read
+        store = _open_store(catalog, url, reader_name)
         refresh = refresh_consistent(catalog, store, full=full, progress=progress)
     _sync_recovery_marks(catalog, store)
     if check == "auto":

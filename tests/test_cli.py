@@ -134,7 +134,9 @@ def test_ls_names_the_statuses_it_knows(sample_home: Path) -> None:
     from lastgood import cli
     from lastgood.readers.base import STATUSES
 
-    assert cli.LISTED_STATUSES == STATUSES
+    from lastgood import cli_recovery, journal
+
+    assert cli.LISTED_STATUSES == STATUSES and cli_recovery.JOURNAL_ACTIONS == journal.ACTIONS
     done = lastgood_cli("ls", str(SAMPLE_STORE), "--status", "bogus", home=sample_home)
     assert done.returncode == 2 and all(s in done.stderr for s in STATUSES)
 
