@@ -9,6 +9,7 @@ Read queries for the CLI and pages live in ``app.queries``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 import time
 import weakref
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from lastgood import attached
 from lastgood.config import private_dir, private_file
 from lastgood.checks import Check
 from lastgood.errors import LastgoodError
@@ -97,6 +99,14 @@ MIGRATIONS: list[str] = [
         checkpoint_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT, value JSON, number DOUBLE,
         length BIGINT, error TEXT, tracked_at TIMESTAMPTZ);
     """,
+    # 5: ``checkpoints`` is a view: the table's rows and attached Parquet parts (lastgood.attached)
+    f"""
+    ALTER TABLE checkpoints RENAME TO checkpoint_rows;
+    CREATE TABLE IF NOT EXISTS attached_parts (
+        store_id INTEGER PRIMARY KEY, path TEXT NOT NULL, rows BIGINT NOT NULL,
+        verified TEXT, data_checked_at TIMESTAMPTZ, facts JSON);
+    CREATE VIEW checkpoints AS SELECT {', '.join(attached.ROW_COLUMNS)} FROM checkpoint_rows;
+    """,
 ]
 
 CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_NAMES)
@@ -122,12 +132,14 @@ class Catalog:
         command); without it each operation opens and closes the file so other
         processes (the CLI beside a running dashboard) can take the write lock."""
         self.path = str(path)
+        self.parts_dir = attached.parts_dir(self.path)  # where attached parts are kept
         if self.path != ":memory:":
             private_dir(Path(self.path).parent)  # 0700 when created; a file there: one-line error
         self.keep_open = keep_open or self.path == ":memory:"
         self._con: duckdb.DuckDBPyConnection | None = None
         with self.connect() as con:
             migrate(con)
+            attached.repair(con)
         if self.path != ":memory:":
             private_file(self.path)  # the index holds store contents: owner only (0600)
 
@@ -193,18 +205,29 @@ class Catalog:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+        if report.changed and self.parts_dir is not None:
+            with self.connect() as con:
+                attached.collect(con, self.parts_dir)  # copies a full listing replaced
         report.findings = scan.findings
         report.seconds = time.perf_counter() - started
         return report
 
     def _ingest(self, con: duckdb.DuckDBPyConnection, store_id: int, scan: Scan,
                 report: RefreshReport, progress: Progress | None) -> None:
+        batches = scan.checkpoints
         if scan.full:
-            for table in ("checkpoints", "events", "heads"):
+            attached.detach(con, store_id)
+            for table in ("checkpoint_rows", "events", "heads"):
                 con.execute(f"DELETE FROM {table} WHERE store_id = ?", [store_id])
             con.execute("DELETE FROM findings WHERE store_id = ? AND checkpoint_id IS NULL", [store_id])
+            batches = self._attach_sole_part(con, store_id, batches, report)
+        else:
+            first_batch = next(batches, None)
+            if first_batch is not None:
+                attached.materialize(con, store_id)  # new rows may replace some of the part's
+                batches = itertools.chain([first_batch], batches)
         first = scan.full
-        for batch in scan.checkpoints:
+        for batch in batches:
             rows = _upsert_checkpoints(con, store_id, batch, fresh=first and report.checkpoints == 0)
             report.checkpoints += rows
             report.changed = True
@@ -217,6 +240,21 @@ class Catalog:
         if scan.heads:
             _upsert_heads(con, store_id, scan.heads)
         report.changed = report.changed or bool(scan.findings or scan.heads)
+
+    def _attach_sole_part(self, con: duckdb.DuckDBPyConnection, store_id: int,
+                          batches: Iterator[Any], report: RefreshReport) -> Iterator[Any]:
+        """A full listing that is one private copy of a compacted part (and nothing else)
+        becomes the store's rows in place (lastgood.attached); otherwise the batches, untouched."""
+        first = next(batches, None)
+        second = next(batches, None) if first is not None else None
+        if (second is None and isinstance(first, ParquetSource) and first.private
+                and len(first.paths) == 1 and self.parts_dir is not None):
+            facts = first.profile.facts() if first.profile is not None else None
+            attached.attach(con, store_id, first.paths[0], first.num_rows, facts)
+            report.checkpoints += first.num_rows
+            report.changed = True
+            return iter(())
+        return itertools.chain([b for b in (first, second) if b is not None], batches)
 
     # ---- verification results ---------------------------------------------------
 
@@ -294,7 +332,9 @@ def close_all() -> None:
 
 def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,
                     params: dict[str, Any] | None = None) -> None:
-    con.execute(f"""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
+    if attached.is_attached(con, store_id):
+        return  # an attached part's rows are as listed, always (lastgood.attached)
+    con.execute(f"""UPDATE checkpoint_rows SET status = listed_status, status_reason = listed_reason
                     WHERE store_id = $sid AND status NOT IN ('quarantined', 'superseded') AND ({where})
                       AND (status IS DISTINCT FROM listed_status OR status_reason IS DISTINCT FROM listed_reason)""",
                 {**(params or {}), "sid": store_id})
@@ -318,18 +358,38 @@ def _record_checked(con: duckdb.DuckDBPyConnection, store_id: int, where: str, p
         _insert_findings(con, store_id, findings, depth)
         _reset_statuses(con, store_id, where, params)
         _apply_error_statuses(con, store_id)
-        con.execute(f"""UPDATE checkpoints SET
-                           verified = CASE WHEN $depth = 'structure' AND verified = 'data'
-                                           THEN 'data' ELSE $level END,
-                           data_checked_at = CASE WHEN $depth = 'data' THEN $now
-                                                  ELSE data_checked_at END
-                       WHERE store_id = $sid AND ({where})""",
-                    {**params, "depth": depth, "level": level or depth, "now": now})
+        _set_verified(con, store_id, where, params, {"depth": depth, "level": level or depth, "now": now})
         con.execute("UPDATE stores SET verified_at = ? WHERE store_id = ?", [now, store_id])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+_VERIFIED = "CASE WHEN $depth = 'structure' AND verified = 'data' THEN 'data' ELSE $level END"
+_CHECKED_AT = "CASE WHEN $depth = 'data' THEN $now ELSE data_checked_at END"
+
+
+def _set_verified(con: duckdb.DuckDBPyConnection, store_id: int, where: str, params: dict[str, Any],
+                  values: dict[str, Any]) -> None:
+    """``verified``/``data_checked_at`` of the checked checkpoints (``values``: depth, level,
+    now). On an attached part: its constants when every row was checked, nothing when none
+    was, else its rows are copied into the table first."""
+    if attached.is_attached(con, store_id):
+        checked = con.execute(f"SELECT count(*) FROM checkpoints WHERE store_id = $sid AND ({where})",
+                              params).fetchone()[0]
+        if not checked:
+            return
+        verified, checked_at, rows = attached.constants(con, store_id)
+        if checked == rows:
+            new = con.execute(f"""SELECT {_VERIFIED}, {_CHECKED_AT}
+                                  FROM (SELECT $v AS verified, $c::TIMESTAMPTZ AS data_checked_at)""",
+                              {**values, "v": verified, "c": checked_at}).fetchone()
+            attached.set_constants(con, store_id, new[0], new[1])
+            return
+        attached.materialize(con, store_id)
+    con.execute(f"""UPDATE checkpoint_rows SET verified = {_VERIFIED}, data_checked_at = {_CHECKED_AT}
+                    WHERE store_id = $sid AND ({where})""", {**params, **values})
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
@@ -432,14 +492,14 @@ def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int,
     try:
         if not fresh:
             # an 'incomplete' pending row never replaces a listed checkpoint
-            con.execute(f"""DELETE FROM checkpoints c USING {source} i
+            con.execute(f"""DELETE FROM checkpoint_rows c USING {source} i
                 WHERE c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
                 AND c.namespace = coalesce(i.namespace, '')
                 AND NOT (i.status = 'incomplete' AND c.listed_status <> 'incomplete')""", params)
-        keep = "" if fresh else """WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE
+        keep = "" if fresh else """WHERE NOT EXISTS (SELECT 1 FROM checkpoint_rows c WHERE
             c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
             AND c.namespace = coalesce(i.namespace, ''))"""
-        con.execute(f"""INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}, store_id, listed_status,
+        con.execute(f"""INSERT INTO checkpoint_rows ({CHECKPOINT_COLUMNS}, store_id, listed_status,
                 listed_reason)
             SELECT i.run_id, coalesce(i.namespace, ''), i.checkpoint_id, i.parent_id, i.step,
                 i.created_at, i.trigger, i.kind, i.status, i.status_reason, i.size_bytes,
@@ -506,8 +566,13 @@ def _temp_table(con: duckdb.DuckDBPyConnection, name: str,
 
 def _apply_error_statuses(con: duckdb.DuckDBPyConnection, store_id: int) -> None:
     """Checkpoints with an error finding become corrupt (or incomplete), with its message."""
+    if attached.is_attached(con, store_id):
+        if not con.execute("""SELECT count(*) FROM findings WHERE store_id = ? AND severity = 'error'
+                              AND checkpoint_id IS NOT NULL""", [store_id]).fetchone()[0]:
+            return
+        attached.materialize(con, store_id)
     con.execute("""
-        UPDATE checkpoints c SET
+        UPDATE checkpoint_rows c SET
             status = CASE WHEN f."check" = $incomplete THEN 'incomplete' ELSE 'corrupt' END,
             status_reason = f.message
         FROM (SELECT checkpoint_id, run_id, namespace,

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lastgood import attached
 from lastgood import journal as jr
 from lastgood import queries
 from lastgood.catalog import Catalog, _apply_error_statuses
@@ -524,7 +525,9 @@ def sync_marks(catalog: Catalog, store: OpenStore) -> int:
             return 0
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("""UPDATE checkpoints SET status = listed_status, status_reason = listed_reason
+            if marks:  # marks are per checkpoint: an attached part's rows become the table's
+                attached.materialize(con, store.store_id)
+            con.execute("""UPDATE checkpoint_rows SET status = listed_status, status_reason = listed_reason
                 WHERE store_id = ? AND status IN ('quarantined', 'superseded')""", [store.store_id])
             _write_marks(con, store.store_id, marks)
             _apply_error_statuses(con, store.store_id)
@@ -548,7 +551,7 @@ def _write_marks(con: Any, store_id: int, marks: Mapping[jr.MarkKey, jr.Mark]) -
                       "reason": [marks[k].reason for k in keys]})
     con.register("lastgood_marks", table)
     try:
-        con.execute("""UPDATE checkpoints c SET status = m.status, status_reason = m.reason
+        con.execute("""UPDATE checkpoint_rows c SET status = m.status, status_reason = m.reason
             FROM lastgood_marks m WHERE c.store_id = ? AND c.run_id = m.run_id
             AND c.namespace = m.namespace AND c.checkpoint_id = m.checkpoint_id""", [store_id])
     finally:

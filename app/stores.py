@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from lastgood import attached
 from lastgood.catalog import Catalog, RefreshReport
 from lastgood.credentials import Vault, split_url
 from lastgood.config import Settings, load_settings
@@ -80,6 +81,7 @@ def _open_store(catalog: Catalog, url: str, reader_name: str | None = None,
     vault, public = _vault(catalog), split_url(url)[0]
     full = vault.resolve(vault.remember(url)) if vault is not None else url
     reader = open_reader(full, reader_name, storage_options)
+    reader.snapshot_dir, reader.snapshot_min_bytes = catalog.parts_dir, attached.min_bytes()
     return OpenStore(public, catalog.store_id(public, reader.name, display_url(public)), reader)
 
 

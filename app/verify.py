@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from lastgood import attached
 from lastgood.catalog import Catalog, distinct_findings
 from lastgood.checks import Check
 from lastgood.content_checks import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_CHECKPOINTS, Shape, drift_findings
@@ -355,14 +356,15 @@ def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
 
 # parents missing, edges whose parent is not strictly earlier (a cycle needs one), and whether
 # anything is damaged (a finding at error, or a listed status) — the inputs of the lineage query
-_EDGE_COUNTS_SQL = """
+_DAMAGED_SQL = """(SELECT EXISTS (SELECT 1 FROM findings WHERE store_id = $sid AND severity = 'error'
+                       AND depth <> 'lineage' AND checkpoint_id IS NOT NULL)
+            OR EXISTS (SELECT 1 FROM checkpoints WHERE store_id = $sid
+                       AND listed_status IN ('corrupt', 'incomplete')))"""
+_EDGE_COUNTS_SQL = f"""
 SELECT count(*) FILTER (WHERE p.checkpoint_id IS NULL),
        count(*) FILTER (WHERE p.checkpoint_id IS NOT NULL AND NOT coalesce(p.step < c.step, false)
                         AND NOT coalesce(p.created_at < c.created_at, false)),
-       (SELECT EXISTS (SELECT 1 FROM findings WHERE store_id = $sid AND severity = 'error'
-                       AND depth <> 'lineage' AND checkpoint_id IS NOT NULL)
-            OR EXISTS (SELECT 1 FROM checkpoints WHERE store_id = $sid
-                       AND listed_status IN ('corrupt', 'incomplete')))
+       {_DAMAGED_SQL}
 FROM checkpoints c
 LEFT JOIN checkpoints p ON p.store_id = c.store_id AND p.checkpoint_id = c.parent_id
      AND p.run_id = c.run_id AND p.namespace = c.namespace
@@ -372,6 +374,9 @@ WHERE c.store_id = $sid AND c.parent_id IS NOT NULL
 
 def _edge_counts(catalog: Catalog, store_id: int) -> tuple[int, int, bool]:
     with catalog.connect() as con:
+        known = attached.facts(con, store_id)  # an attached part's one pass found no parent missing
+        if known is not None and not known["orphans"] and not known["backwards"]:  # nor going back
+            return 0, 0, bool(con.execute(f"SELECT {_DAMAGED_SQL}", {"sid": store_id}).fetchone()[0])
         missing, backwards, damaged = con.execute(_EDGE_COUNTS_SQL, {"sid": store_id}).fetchone()
     return int(missing or 0), int(backwards or 0), bool(damaged)
 
@@ -463,11 +468,20 @@ ORDER BY run_id, checkpoint_id
 """
 
 
+def _may_spike(count: int, median: float, biggest: int) -> bool:
+    """Whether a run (its checkpoints with a size, their median, the largest) holds a spike."""
+    return (count >= SPIKE_MIN_CHECKPOINTS and biggest >= SPIKE_MIN_BYTES
+            and biggest >= SPIKE_FACTOR * max(median, 1))
+
+
 def size_spike_findings(catalog: Catalog, store_id: int) -> list[Finding]:
     """Checkpoints far bigger than their run's median (metadata only)."""
     params = {"sid": store_id, "min_n": SPIKE_MIN_CHECKPOINTS, "min_bytes": SPIKE_MIN_BYTES,
               "factor": SPIKE_FACTOR}
     with catalog.connect() as con:
+        known = attached.facts(con, store_id)
+        if known is not None and not any(_may_spike(*run) for run in known["run_sizes"]):
+            return []  # no run of the attached part has a checkpoint big enough
         rows = con.execute(_SPIKES_SQL, params).fetchall()
     return [Finding(Check.SIZE_SPIKE, "warning",
                     f"{size:,} bytes, {size / max(median, 1):.0f}× the run's median of {int(median):,}",

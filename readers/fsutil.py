@@ -184,6 +184,47 @@ def _read_local(path: str, limit: int, root_real: str) -> bytes:
     return data
 
 
+def private_copy(path: str, root_real: str, folder: str, limit: int, suffix: str = ".parquet") -> str:
+    """A private copy (owner-only, in ``folder``) of one local store file, with
+    read_bounded's refusals, taken through a descriptor opened without following links.
+    Returns the copy's path; nothing is left behind when it fails."""
+    real = _checked_real_path(path, root_real)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(f"{_rel_name(path, root_real)} is not a regular file")
+        if info.st_size > limit:
+            raise TooLarge(f"{_rel_name(path, root_real)} is {info.st_size} bytes (limit {limit})")
+        copy = os.path.join(folder, f"copy-{uuid.uuid4().hex}{suffix}")
+        out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            _copy_bounded(fd, out, limit, lambda: _rel_name(path, root_real))
+        except BaseException:
+            os.close(out)
+            os.unlink(copy)
+            raise
+        os.close(out)
+    finally:
+        os.close(fd)
+    return copy
+
+
+def _copy_bounded(src: int, dst: int, limit: int, name: Any) -> None:
+    copied = 0
+    while copied <= limit:
+        try:
+            n = os.copy_file_range(src, dst, 1 << 28)
+        except (AttributeError, OSError):
+            chunk = os.read(src, 1 << 20)
+            n = os.write(dst, chunk) if chunk else 0
+        if n == 0:
+            return
+        copied += n
+    raise TooLarge(f"{name()} grew past {limit} bytes while read")
+
+
 def _rel_name(path: str, root_real: str) -> str:
     real = os.path.abspath(path)
     return os.path.relpath(real, root_real) if inside(real, root_real) else posixpath.basename(path)

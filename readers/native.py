@@ -8,7 +8,10 @@ malformed catalog line becomes a store-level finding; every other line loads.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -29,9 +32,10 @@ from lastgood.readers.base import (
     checkpoints_table,
 )
 from lastgood.readers.fsutil import (Size, blob_limit, is_local, is_temp_name, local_file_size,
-                                     local_sizes, local_stamps, open_fs, read_bounded, real_root,
+                                     local_sizes, local_stamps, open_fs, private_copy, read_bounded, real_root,
                                      require_dir, safe_join)
 from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
+from lastgood.readers.native_profile import part_profile
 
 if TYPE_CHECKING:  # pyarrow is imported when something is listed (a reopen lists nothing new)
     import pyarrow as pa
@@ -117,7 +121,14 @@ class NativeReader(Reader):
         base = {} if full else previous
         new_heads = nf.added(base.get("heads", {}), listing["heads"])
         findings: list[Finding] = list(self._refused)
-        batches, part_events, tails = self._entry_batches(listing, base, findings)
+        heads = _HeadsAhead(self, new_heads)  # read while DuckDB reads the catalog (GIL released)
+        try:
+            batches, part_events, tails = self._entry_batches(listing, base, findings, snapshot=full)
+        except BaseException:
+            heads.wait()
+            raise
+        head_records, head_findings = heads.take()
+        findings.extend(head_findings)
         self._full_scan = (token, batches) if full else None
         if full and is_local(self.fs) and _walk_ahead_worth(sum(b.num_rows for b in batches)):
             self._walk_ahead = native_structure.WalkAhead(self.root)
@@ -127,17 +138,21 @@ class NativeReader(Reader):
             checkpoints=iter(batches),
             events=iter([*part_events, *[nf.entry_events(t) for t in tails if t.num_rows]]),
             findings=findings,
-            heads=self._heads(new_heads, findings),
+            heads=head_records,
         )
 
     def _entry_batches(self, listing: dict[str, dict[str, str]], base: dict[str, Any],
-                       findings: list[Finding]) -> tuple[list[Any], list[pa.Table], list[pa.Table]]:
-        """Parts, tail and pending entries added since ``base``: (batches, part events, tails)."""
-        parts, part_events = self._parts(nf.added(base.get("parts", {}), listing["parts"]), findings)
+                       findings: list[Finding], snapshot: bool = False
+                       ) -> tuple[list[Any], list[pa.Table], list[pa.Table]]:
+        """Parts, tail and pending entries added since ``base``: (batches, part events, tails).
+        ``snapshot``: a listing that is one part and nothing else is read from a private copy
+        the index may keep (Reader.snapshot_dir)."""
+        sole = snapshot and len(listing["parts"]) == 1 and not listing["tail"] and not listing["pending"]
+        parts, part_events = self._parts(nf.added(base.get("parts", {}), listing["parts"]), findings, sole)
         tails = self._tail_tables(nf.added(base.get("tail", {}), listing["tail"]), findings)
         pending = self._pending_table(listing["pending"], tails, parts, findings)
         batches = [*parts, *[_as_checkpoints(t) for t in tails if t.num_rows], pending]
-        return [b for b in batches if b.num_rows], part_events, tails
+        return [b for b in batches if b is not None and b.num_rows], part_events, tails
 
     def _listing(self) -> dict[str, dict[str, str]]:
         return {
@@ -166,34 +181,38 @@ class NativeReader(Reader):
                 stamps[name] = _stamp(info)
         return stamps
 
-    def _parts(self, names: list[str], findings: list[Finding]
+    def _parts(self, names: list[str], findings: list[Finding], snapshot: bool = False
                ) -> tuple[list[pa.Table | ParquetSource], list[pa.Table]]:
         """Compacted parts: local files go to the index as Parquet (DuckDB reads them
         itself) once they pass validation; remote ones, and parts with invalid rows,
         are read here row by row. Events come from their metadata column."""
-        import pyarrow as pa
         batches: list[pa.Table | ParquetSource] = []
         events = []
         for name in sorted(names):
             relative = f"{nf.PARTS}/{name}"
             try:
-                batch = self._part(relative, findings)
+                batch = self._part(relative, findings, snapshot)
             except FileNotFoundError:
                 raise
-            except (*REFUSED, ValueError, KeyError, OSError, pa.ArrowException) as exc:
+            except Exception as exc:  # noqa: BLE001 - the refusals below; anything else is a bug
+                if not _part_refused(exc):
+                    raise
                 findings.append(Finding(_refusal_check(exc), "error",
                                         f"{relative}: unreadable catalog part, skipped: {exc}"))
                 continue
             batches.append(batch)
-            events.append(nf.entry_events(batch.paths[0] if isinstance(batch, ParquetSource) else batch))
+            if getattr(batch, "profile", None) is None or batch.profile.events:
+                events.append(nf.entry_events(batch.paths[0] if isinstance(batch, ParquetSource) else batch))
         return batches, events
 
-    def _part(self, relative: str, findings: list[Finding]) -> pa.Table | ParquetSource:
+    def _part(self, relative: str, findings: list[Finding], snapshot: bool = False) -> pa.Table | ParquetSource:
         path = self._path(relative)
         if is_local(self.fs):
             size = local_file_size(path, str(self.root_real))
             if size > limits.MAX_CATALOG_FILE_BYTES:
                 raise TooLarge(f"{size} bytes (limit {limits.MAX_CATALOG_FILE_BYTES})")
+            if snapshot and self.snapshot_dir is not None and size >= self.snapshot_min_bytes:
+                return self._private_part(path, relative, findings)
             rows = nf.part_rows(path)
             if validate.part_is_clean(path, rows):
                 return ParquetSource((path,), rows)
@@ -204,6 +223,23 @@ class NativeReader(Reader):
             table = nf.read_part(pa.BufferReader(self._read(relative, limits.MAX_CATALOG_FILE_BYTES)))
             if validate.part_is_clean(table, table.num_rows):
                 return _as_checkpoints(table)
+        entries = validate.part_entries(table, relative, findings)
+        return _as_checkpoints(nf.entries_table(entries))
+
+    def _private_part(self, path: str, relative: str, findings: list[Finding]) -> pa.Table | ParquetSource:
+        """The part read from a private copy, validated after it was taken (what was checked
+        is what the index reads), in one pass that also counts what the index's checks start
+        from; a part with invalid rows is read row by row, the copy dropped."""
+        assert self.snapshot_dir is not None
+        copy = private_copy(path, str(self.root_real), self.snapshot_dir, limits.MAX_CATALOG_FILE_BYTES)
+        try:
+            if (profile := part_profile(copy)) is not None:
+                return ParquetSource((copy,), profile.rows, private=True, profile=profile)
+            table = nf.read_part(copy)
+        except BaseException:
+            os.unlink(copy)
+            raise
+        os.unlink(copy)
         entries = validate.part_entries(table, relative, findings)
         return _as_checkpoints(nf.entries_table(entries))
 
@@ -221,9 +257,9 @@ class NativeReader(Reader):
         return [nf.entries_table(list(entries.values()))] if entries else []
 
     def _pending_table(self, names: dict[str, str], tails: list[pa.Table],
-                       parts: list[pa.Table | ParquetSource], findings: list[Finding]) -> pa.Table:
+                       parts: list[pa.Table | ParquetSource], findings: list[Finding]) -> pa.Table | None:
         if not names:
-            return checkpoints_table([])
+            return None
         committed = {cid for t in tails for cid in t.column("checkpoint_id").to_pylist()}
         committed |= {cid for p in parts for cid in _ids(p)}
         records = []
@@ -384,6 +420,9 @@ class NativeReader(Reader):
         (saves never committed, unknown codecs, locations missing or leaving the store).
         Whether each blob exists with its listed size is left to ``lastgood verify`` or
         the data check (the index records these checkpoints as ``verified = 'catalog'``)."""
+        memo = self._full_scan
+        if token is not None and memo is not None and memo[0] == token and _profiled_clean(memo[1]):
+            return memo[1][0].num_rows, []  # the part's one pass found nothing to look at
         return self._listed(token, lambda entries: [
             _finding(r, *p) for r in entries.catalog_unclean() if (p := self._catalog_problem(r))])
 
@@ -590,6 +629,56 @@ def _cid(ref: Mapping[str, Any]) -> str:
 def _walk_ahead_worth(rows: int) -> bool:
     """A listing this big whose blob files the index walks (native_structure.auto_walk_entries)."""
     return native_structure.WALK_AHEAD_ROWS <= rows <= native_structure.auto_walk_entries()
+
+
+class _HeadsAhead:
+    """The run heads a scan lists, read in a thread when there are many (``take`` waits and
+    re-raises what the thread raised); few are read by ``take`` itself."""
+
+    THREAD_FROM = 256  # head files
+
+    def __init__(self, reader: NativeReader, names: list[str]) -> None:
+        self.reader, self.names = reader, names
+        self.findings: list[Finding] = []
+        self.records: list[HeadRecord] = []
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        if len(names) >= self.THREAD_FROM:
+            self.thread = threading.Thread(target=self._run, name="lastgood-heads", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.records = self.reader._heads(self.names, self.findings)
+        except BaseException as exc:  # noqa: BLE001 - handed to take()
+            self.error = exc
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def take(self) -> tuple[list[HeadRecord], list[Finding]]:
+        if self.thread is None:
+            self._run()
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        return self.records, self.findings
+
+
+def _part_refused(exc: BaseException) -> bool:
+    """A part that cannot be read as one (a finding, not a failure); pyarrow's errors count
+    once it is loaded (it is not imported for a part DuckDB reads in one pass)."""
+    if isinstance(exc, (*REFUSED, ValueError, KeyError, OSError)):
+        return True
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(exc, pa.ArrowException)
+
+
+def _profiled_clean(batches: list[Any]) -> bool:
+    """One part whose profile found no entry for the catalog-level check to look at."""
+    return (len(batches) == 1 and isinstance(batches[0], ParquetSource) and batches[0].profile is not None
+            and batches[0].profile.unclean == 0)
 
 
 def _ids(batch: pa.Table | ParquetSource) -> list[str]:

@@ -285,7 +285,7 @@ _PART_PROBLEMS = """
 SELECT count(*) FILTER (WHERE {bad}) AS bad, count(*) AS n,
        count(DISTINCT (run_id, coalesce(namespace, ''), checkpoint_id)) AS distinct_ids
 FROM {source}"""
-_BAD_ROW = " OR ".join([
+BAD_ROW_SQL = " OR ".join([  # a part's row the index would refuse (shared with native_profile)
     *[f"coalesce({c}, '') = '' OR length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
       for c in ("run_id", "checkpoint_id", "location", "codec")],
     *[f"length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
@@ -307,10 +307,10 @@ def part_is_clean(source: Any, rows: int) -> bool:
     con = duckdb.connect()
     try:
         if isinstance(source, str):
-            sql, params = _PART_PROBLEMS.format(bad=_BAD_ROW, source="read_parquet($path)"), {"path": source}
+            sql, params = _PART_PROBLEMS.format(bad=BAD_ROW_SQL, source="read_parquet($path)"), {"path": source}
         else:
             con.register("part", source)
-            sql, params = _PART_PROBLEMS.format(bad=_BAD_ROW, source="part"), {}
+            sql, params = _PART_PROBLEMS.format(bad=BAD_ROW_SQL, source="part"), {}
         bad, n, distinct = con.execute(sql, params).fetchone()
     except duckdb.Error:
         return False

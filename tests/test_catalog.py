@@ -177,9 +177,9 @@ def test_the_index_is_written_in_row_groups_of_its_own_size(tmp_path: Path) -> N
     first = Catalog(path)
     with first.connect() as con:
         assert con.execute("SELECT current_database()").fetchone()[0] == "index"
-        con.execute("""INSERT INTO checkpoints (store_id, run_id, checkpoint_id)
+        con.execute("""INSERT INTO checkpoint_rows (store_id, run_id, checkpoint_id)
                        SELECT 1, 'run', CAST(i AS VARCHAR) FROM range(?) t(i)""", [rows])
-        groups = con.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('checkpoints')")
+        groups = con.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('checkpoint_rows')")
         groups = groups.fetchone()[0]
     assert groups == 2  # DuckDB's default (122,880 rows) would hold them in one
     second = Catalog(path, keep_open=False)

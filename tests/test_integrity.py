@@ -429,7 +429,7 @@ def test_a_checkpoint_with_nothing_to_read_is_never_pending_a_data_check(tmp_pat
     catalog = Catalog(tmp_path / "h" / "index.duckdb")
     sid = index_store(catalog, str(SAMPLE_STORE), check="data").store.store_id
     with catalog.connect() as con:  # a refresh re-lists an incomplete (pending) row: its check is structure again
-        con.execute("""UPDATE checkpoints SET verified = 'structure' WHERE store_id = ?
+        con.execute("""UPDATE checkpoint_rows SET verified = 'structure' WHERE store_id = ?
                        AND status IN ('incomplete', 'corrupt')""", [sid])
         damaged = con.execute("""SELECT count(*) FROM checkpoints WHERE store_id = ?
                                  AND status IN ('incomplete', 'corrupt')""", [sid]).fetchone()[0]

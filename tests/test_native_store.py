@@ -299,12 +299,12 @@ class _CompactedUnderneath(NativeReader):
         super().__init__(url)
         self.times, self.writer = times, NativeWriter(url)
 
-    def _parts(self, names, findings):
+    def _parts(self, names, findings, *rest):
         if self.times > 0:
             self.times -= 1
             self.writer.save("busy", {"n": self.times})
             self.writer.compact()
-        return super()._parts(names, findings)
+        return super()._parts(names, findings, *rest)
 
 
 def test_reading_during_compactions_retries_while_the_catalog_keeps_changing(tmp_path: Path) -> None:
@@ -321,7 +321,7 @@ def test_reading_during_compactions_retries_while_the_catalog_keeps_changing(tmp
     class Stuck(NativeReader):  # a listed part that can never be read, the listing unchanged
         attempts = 0
 
-        def _parts(self, names, findings):
+        def _parts(self, names, findings, *rest):
             Stuck.attempts += 1
             raise FileNotFoundError(names[0] if names else "part")
 

@@ -128,7 +128,7 @@ def _listed_times(times: list[datetime | None], zone: str) -> tuple[list[Any], l
     with catalog.connect() as con:
         con.execute(f"SET GLOBAL TimeZone = '{zone}'")
         con.execute("INSERT INTO stores (url) VALUES ('x')")
-        con.executemany("INSERT INTO checkpoints (store_id, run_id, checkpoint_id, created_at, status) "
+        con.executemany("INSERT INTO checkpoint_rows (store_id, run_id, checkpoint_id, created_at, status) "
                         "VALUES (1, 'r', ?, ?, 'ok')", [[f"c{i:04d}", t] for i, t in enumerate(times)])
     listed = [queries.list_checkpoints(catalog, 1, time_text=style) for style in (None, "table", "json")]
     return tuple([row["created_at"] for row in rows] for rows in listed)  # type: ignore[return-value]
@@ -183,7 +183,7 @@ def test_the_listing_read_a_chunk_at_a_time_is_the_whole_listing() -> None:
     catalog = Catalog(":memory:")
     with catalog.connect() as con:
         con.execute("INSERT INTO stores (url) VALUES ('x')")
-        con.executemany("INSERT INTO checkpoints (store_id, run_id, checkpoint_id, step, created_at, status) "
+        con.executemany("INSERT INTO checkpoint_rows (store_id, run_id, checkpoint_id, step, created_at, status) "
                         "VALUES (1, ?, ?, ?, ?, 'ok')",
                         [[f"r{i % 3}", f"c{i:03d}", i, datetime(2026, 11, 1, tzinfo=UTC) + timedelta(seconds=i)]
                          for i in range(50)])

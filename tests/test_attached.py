@@ -1,0 +1,230 @@
+"""Compacted parts the index reads in place (lastgood.attached, readers.native_profile).
+
+Every test compares an index that attached the part with one that copied its rows
+(the attach threshold set out of reach): both must hold the same rows, statuses and
+findings, whatever the part holds and whatever is done to the store afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lastgood import attached, queries
+from lastgood.catalog import Catalog
+from lastgood.readers import native_format as nf
+from lastgood.readers.native_profile import part_profile
+from lastgood.readers.native_writer import NativeWriter
+from lastgood.recovery import apply_plan, plan_quarantine
+from lastgood.stores import index_store, open_store
+from tests.helpers import write_store
+
+NEVER = str(1 << 40)
+
+
+def compacted(tmp_path: Path, runs: int = 3, steps: int = 8) -> str:
+    url = str(tmp_path / "store")
+    write_store(url, runs=runs, steps=steps)
+    NativeWriter(url).compact()
+    assert len(list((Path(url) / nf.PARTS).glob("*.parquet"))) == 1
+    assert not list((Path(url) / nf.TAIL).glob("*.jsonl"))
+    return url
+
+
+def rewrite_part(url: str, change: Callable[[list[dict[str, Any]]], None]) -> None:
+    """Rewrite the store's one part with ``change`` applied to its rows (same file name)."""
+    path = next((Path(url) / nf.PARTS).glob("*.parquet"))
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    change(rows)
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path, compression="zstd")
+
+
+def index(tmp_path: Path, name: str, url: str, monkeypatch: pytest.MonkeyPatch,
+          attach: bool, **options: Any) -> tuple[Catalog, int]:
+    monkeypatch.setenv("LASTGOOD_ATTACH_BYTES", "0" if attach else NEVER)
+    catalog = Catalog(tmp_path / name / "index.duckdb")
+    summary = index_store(catalog, url, **options)
+    return catalog, summary.store.store_id
+
+
+def contents(catalog: Catalog) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    with catalog.connect() as con:
+        rows = con.execute("""SELECT * EXCLUDE (store_id, data_checked_at) FROM checkpoints
+                              ORDER BY run_id, namespace, checkpoint_id""").fetchall()
+        found = con.execute("""SELECT run_id, checkpoint_id, "check", severity, message, depth FROM findings
+                               ORDER BY ALL""").fetchall()
+        runs = con.execute("SELECT * EXCLUDE (store_id) FROM runs ORDER BY run_id").fetchall()
+    return rows, found, runs
+
+
+def is_attached(catalog: Catalog, store_id: int) -> bool:
+    with catalog.connect() as con:
+        return attached.is_attached(con, store_id)
+
+
+def test_a_clean_part_is_read_in_place_and_holds_what_a_copy_holds(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    url = compacted(tmp_path)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True)
+    copied, copied_id = index(tmp_path, "copied", url, monkeypatch, attach=False)
+    assert is_attached(kept, kept_id) and not is_attached(copied, copied_id)
+    assert contents(kept) == contents(copied)
+    with kept.connect() as con:
+        (path,) = con.execute("SELECT path FROM attached_parts").fetchone()
+        assert con.execute("SELECT count(*) FROM checkpoint_rows").fetchone()[0] == 0
+    assert Path(path).parent == tmp_path / "kept" / attached.PARTS_DIR
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600  # the index's copy: owner only
+    assert stat.S_IMODE(os.stat(Path(path).parent).st_mode) == 0o700
+    # the reader read a copy and the store is as it was: one part, nothing added
+    assert [p.name for p in (Path(url) / nf.PARTS).iterdir()] == [p.name for p in (Path(url) / nf.PARTS).glob("*.parquet")]
+    assert len(list((Path(url) / nf.PARTS).iterdir())) == 1
+    # a reopen lists nothing new and keeps the part attached
+    again = index_store(kept, url)
+    assert not again.refresh.changed and is_attached(kept, kept_id)
+
+
+@pytest.mark.parametrize("damage", ["orphan", "backwards", "codec", "shared_id", "spike", "event"])
+def test_a_part_with_something_to_find_gives_the_same_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               damage: str) -> None:
+    url = compacted(tmp_path, runs=3, steps=12)
+
+    def change(rows: list[dict[str, Any]]) -> None:
+        if damage == "orphan":
+            rows[3]["parent_id"] = "01a00000-0000-7000-8000-000000000000"
+        elif damage == "backwards":  # a cycle: 5's parent is 4, and now 4's parent is 5
+            assert rows[5]["parent_id"] == rows[4]["checkpoint_id"]
+            rows[4]["parent_id"] = rows[5]["checkpoint_id"]
+        elif damage == "codec":
+            rows[2]["codec"] = "mystery"
+        elif damage == "shared_id":
+            rows[20]["checkpoint_id"] = rows[2]["checkpoint_id"]  # run-1 reuses an id of run-0
+        elif damage == "spike":
+            rows[7]["size_bytes"] = 50_000_000
+        elif damage == "event":
+            rows[6]["metadata"] = '{"event": {"kind": "oom", "message": "killed"}}'
+
+    rewrite_part(url, change)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True)
+    copied, _ = index(tmp_path, "copied", url, monkeypatch, attach=False)
+    assert contents(kept) == contents(copied)
+    if damage == "event":  # not damage: the event is listed (the part's pass said there is one)
+        for catalog in (kept, copied):
+            with catalog.connect() as con:
+                assert con.execute("SELECT kind FROM events WHERE kind = 'oom'").fetchall() == [("oom",)]
+    else:
+        assert contents(kept)[1], "the damage is found"
+
+
+def test_writes_give_the_same_rows_as_on_a_copied_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data check (every row read), a quarantine (one row), new saves (an incremental refresh):
+    the attached store's rows become the table's where needed, and both indexes agree after each."""
+    url = compacted(tmp_path)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True, check="structure")
+    copied, copied_id = index(tmp_path, "copied", url, monkeypatch, attach=False, check="structure")
+    assert is_attached(kept, kept_id)
+    for catalog in (kept, copied):
+        index_store(catalog, url, check="data")
+    assert contents(kept) == contents(copied)
+    assert is_attached(kept, kept_id), "a data check of every row changes the part's constants only"
+    target = queries.list_checkpoints(copied, copied_id, run_id="run-1")[3]["checkpoint_id"]
+    store = open_store(kept, url)  # the mark is in the store's journal: both indexes take it
+    apply_plan(kept, store, plan_quarantine(kept, store, f"run-1/{target}"), reason="test", operator="tester")
+    for catalog in (kept, copied):
+        index_store(catalog, url)
+    assert not is_attached(kept, kept_id), "a mark on one checkpoint copies the rows into the table"
+    assert contents(kept)[0] == contents(copied)[0]
+    with kept.connect() as con:
+        assert con.execute("SELECT status FROM checkpoints WHERE checkpoint_id = ?", [target]).fetchall() == [
+            ("quarantined",)]
+    NativeWriter(url).save("run-2", {"messages": ["new"]})
+    for catalog in (kept, copied):
+        index_store(catalog, url)
+    assert contents(kept)[0] == contents(copied)[0]
+
+
+def test_an_incremental_refresh_copies_the_rows_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = compacted(tmp_path)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True)
+    copied, _ = index(tmp_path, "copied", url, monkeypatch, attach=False)
+    NativeWriter(url).save("run-0", {"messages": ["later"]})
+    for catalog in (kept, copied):
+        index_store(catalog, url)
+    assert not is_attached(kept, kept_id)
+    assert contents(kept) == contents(copied)
+
+
+def test_a_copy_removed_by_hand_is_listed_again_not_a_broken_index(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    url = compacted(tmp_path)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True)
+    expected = contents(kept)
+    with kept.connect() as con:
+        (path,) = con.execute("SELECT path FROM attached_parts").fetchone()
+    kept.close()
+    os.unlink(path)
+    reopened = Catalog(tmp_path / "kept" / "index.duckdb")
+    assert queries.list_checkpoints(reopened, kept_id) == []  # no query fails on the missing file
+    summary = index_store(reopened, url)
+    assert summary.refresh.full and contents(reopened) == expected
+
+
+def test_unreferenced_copies_are_collected_once_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = compacted(tmp_path)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True)
+    folder = tmp_path / "kept" / attached.PARTS_DIR
+    with kept.connect() as con:
+        (path,) = con.execute("SELECT path FROM attached_parts").fetchone()
+    fresh, stale = folder / "copy-fresh.parquet", folder / "copy-stale.parquet"
+    fresh.write_bytes(b"x")
+    stale.write_bytes(b"x")
+    old = os.stat(stale).st_mtime - attached.STALE_SECONDS - 5
+    os.utime(stale, (old, old))
+    os.utime(path, (old, old))  # referenced: kept however old
+    with kept.connect() as con:
+        attached.collect(con, str(folder))
+    assert sorted(p.name for p in folder.iterdir()) == sorted([Path(path).name, "copy-fresh.parquet"])
+    index_store(kept, url, full=True)  # a full listing attaches a new copy; the old one waits its turn
+    with kept.connect() as con:
+        (newer,) = con.execute("SELECT path FROM attached_parts").fetchone()
+    assert newer != path and Path(path).exists() and Path(newer).exists()
+
+
+def test_profile_counts(tmp_path: Path) -> None:
+    url = compacted(tmp_path, runs=2, steps=6)
+    path = str(next((Path(url) / nf.PARTS).glob("*.parquet")))
+    clean = part_profile(path)
+    assert clean is not None and clean.rows == 12
+    assert (clean.unclean, clean.orphans, clean.backwards, clean.shared_ids) == (0, 0, 0, 0)
+    assert clean.events == 2  # write_store records an event at step 5 of each run
+    assert sorted(n for n, _, _ in clean.run_sizes) == [6, 6]
+
+    def damage(rows: list[dict[str, Any]]) -> None:
+        rows[1]["parent_id"] = "missing"
+        rows[2]["codec"] = "mystery"
+        rows[8]["checkpoint_id"] = rows[3]["checkpoint_id"]
+
+    rewrite_part(url, damage)
+    found = part_profile(path)
+    assert found is not None
+    assert found.orphans >= 1 and found.unclean == 1 and found.shared_ids == 1
+
+    def repeat(rows: list[dict[str, Any]]) -> None:
+        rows.append(dict(rows[0]))
+
+    rewrite_part(url, repeat)
+    assert part_profile(path) is None  # a checkpoint listed twice: read row by row
+
+    def bad_row(rows: list[dict[str, Any]]) -> None:
+        rows.pop()
+        rows[0]["run_id"] = ""
+
+    rewrite_part(url, bad_row)
+    assert part_profile(path) is None
