@@ -397,14 +397,18 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
     row = con.execute("SELECT max(version) FROM schema_version").fetchone()
     current = int(row[0] or 0)
-    for number, sql in enumerate(MIGRATIONS, start=1):
-        if number > current:
-            con.execute("BEGIN TRANSACTION")
+    if current >= len(MIGRATIONS):
+        return current
+    con.execute("BEGIN TRANSACTION")  # all pending ones at once: a new index is one commit, not five
+    try:
+        for number, sql in enumerate(MIGRATIONS[current:], start=current + 1):
             con.execute(sql)
             con.execute("INSERT INTO schema_version VALUES (?)", [number])
-            con.execute("COMMIT")
-            current = number
-    return current
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return len(MIGRATIONS)
 
 
 # DuckDB shares one database instance between the connections of a process; a connect that

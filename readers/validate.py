@@ -19,7 +19,7 @@ import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import chain, compress, repeat
 from operator import floordiv, is_
 from typing import Any
@@ -285,14 +285,21 @@ _PART_PROBLEMS = """
 SELECT count(*) FILTER (WHERE {bad}) AS bad, count(*) AS n,
        count(DISTINCT (run_id, coalesce(namespace, ''), checkpoint_id)) AS distinct_ids
 FROM {source}"""
-BAD_ROW_SQL = " OR ".join([  # a part's row the index would refuse (shared with native_profile)
-    *[f"coalesce({c}, '') = '' OR length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
+# microseconds since the epoch of the first and last instants of the years a time may have (UTC)
+_FIRST_US = (datetime(limits.MIN_YEAR, 1, 1, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+_LAST_US = (datetime(limits.MAX_YEAR, 12, 31, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+    microseconds=1) + 86_400_000_000 - 1
+# a part's row the index would refuse, or one to look at row by row (shared with native_profile):
+# lengths in bytes (quick; never fewer than characters), years by the instant (not by a calendar
+# in the session's time zone)
+BAD_ROW_SQL = " OR ".join([
+    *[f"coalesce({c}, '') = '' OR strlen({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
       for c in ("run_id", "checkpoint_id", "location", "codec")],
-    *[f"length({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
+    *[f"strlen({c}) > {limits.MAX_ID_CHARS} OR contains({c}, chr(0))"
       for c in ("namespace", "parent_id", "agent")],
     "coalesce(kind, 'full') NOT IN ('full', 'incremental')",
     "size_bytes < 0",
-    f"year(created_at) NOT BETWEEN {limits.MIN_YEAR} AND {limits.MAX_YEAR}",
+    f"epoch_us(created_at) NOT BETWEEN {_FIRST_US} AND {_LAST_US}",
     "(coalesce(metadata, '') <> '' AND (NOT coalesce(json_valid(metadata), false) "
     "OR json_type(metadata) <> 'OBJECT'))",
 ])
