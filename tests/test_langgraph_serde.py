@@ -15,7 +15,7 @@ from typing import Any
 import msgpack
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.base.id import uuid6
@@ -319,13 +319,26 @@ def _exact(data: bytes) -> Any:
 
 def _outcome(decode: Any, data: bytes) -> tuple[str, Any]:
     try:
-        return "value", decode(data)
+        return "value", _nan_marked(decode(data))
     except DecodeError as exc:
         return "error", (str(exc), exc.check)
 
 
+def _nan_marked(value: Any) -> Any:
+    """``value`` with each NaN replaced by a marker: NaN equals nothing, itself included, so two
+    decodings holding one would never compare equal (hypothesis finds such payloads)."""
+    if isinstance(value, float) and value != value:
+        return "<NaN>"
+    if isinstance(value, dict):
+        return {k: _nan_marked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_nan_marked(v) for v in value)
+    return value
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(keyed_data, st.binary(max_size=3))
+@example(msgpack.ExtType(5, msgpack.packb(["m", "C", float("inf")])[:-1] + b"\x01"), b"")  # a NaN inside
 def test_fast_msgpack_decoding_equals_the_exact_path(value: Any, noise: bytes) -> None:
     """bytes keys, keys that collide once decoded, ext values as keys and damage all give the
     exact path's value or error."""
