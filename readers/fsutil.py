@@ -160,7 +160,9 @@ def read_bounded(fs: Any, path: str, limit: int,
     return data
 
 
-def _read_local(path: str, limit: int, root_real: str) -> bytes:
+def _open_bounded(path: str, limit: int, root_real: str) -> int:
+    """A descriptor of a local store file opened without following links, after refusing
+    links out of the store, anything but a regular file, and a file over ``limit``."""
     real = _checked_real_path(path, root_real)
     fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     try:
@@ -169,6 +171,15 @@ def _read_local(path: str, limit: int, root_real: str) -> bytes:
             raise NotAFile(f"{_rel_name(path, root_real)} is not a regular file")
         if info.st_size > limit:
             raise TooLarge(f"{_rel_name(path, root_real)} is {info.st_size} bytes (limit {limit})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_local(path: str, limit: int, root_real: str) -> bytes:
+    fd = _open_bounded(path, limit, root_real)
+    try:
         chunks, left = [], limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
@@ -188,15 +199,9 @@ def private_copy(path: str, root_real: str, folder: str, limit: int, suffix: str
     """A private copy (owner-only, in ``folder``) of one local store file, with
     read_bounded's refusals, taken through a descriptor opened without following links.
     Returns the copy's path; nothing is left behind when it fails."""
-    real = _checked_real_path(path, root_real)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    fd = _open_bounded(path, limit, root_real)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotAFile(f"{_rel_name(path, root_real)} is not a regular file")
-        if info.st_size > limit:
-            raise TooLarge(f"{_rel_name(path, root_real)} is {info.st_size} bytes (limit {limit})")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         copy = os.path.join(folder, f"copy-{uuid.uuid4().hex}{suffix}")
         out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:

@@ -228,3 +228,30 @@ def test_profile_counts(tmp_path: Path) -> None:
 
     rewrite_part(url, bad_row)
     assert part_profile(path) is None
+
+
+def test_the_index_reads_its_own_copy_not_the_stores_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What was validated is what is read: the store's part overwritten after the copy was taken
+    (a writer, or someone hostile) changes nothing the index holds; the next refresh reports the
+    new file unreadable, as an index that copied the rows does, and both keep what they read."""
+    url = compacted(tmp_path)
+    kept, kept_id = index(tmp_path, "kept", url, monkeypatch, attach=True)
+    copied, _ = index(tmp_path, "copied", url, monkeypatch, attach=False)
+    before = contents(kept)
+    part = next((Path(url) / nf.PARTS).glob("*.parquet"))
+    part.write_bytes(b"PAR1 not a part any more PAR1")
+    assert contents(kept) == before
+    for catalog in (kept, copied):
+        summary = index_store(catalog, url)
+        assert any("unreadable catalog part" in f.message for f in summary.refresh.findings)
+    assert is_attached(kept, kept_id)
+    assert contents(kept) == contents(copied)
+    assert contents(kept)[0] == before[0]
+
+
+def test_the_views_columns_are_the_tables(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "h" / "index.duckdb")
+    with catalog.connect() as con:
+        names = [r[0] for r in con.execute("""SELECT column_name FROM duckdb_columns()
+            WHERE table_name = 'checkpoint_rows' ORDER BY column_index""").fetchall()]
+    assert tuple(names) == attached.ROW_COLUMNS
