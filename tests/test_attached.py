@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -255,3 +256,30 @@ def test_the_views_columns_are_the_tables(tmp_path: Path) -> None:
         names = [r[0] for r in con.execute("""SELECT column_name FROM duckdb_columns()
             WHERE table_name = 'checkpoint_rows' ORDER BY column_index""").fetchall()]
     assert tuple(names) == attached.ROW_COLUMNS
+
+
+def test_an_index_from_before_the_view_keeps_its_rows(tmp_path: Path) -> None:
+    """Migration 5 renames the table the earlier ones made and puts the view in its place: an
+    index written by the previous release opens with every row, and writes go on working."""
+    from lastgood.catalog import MIGRATIONS
+
+    url = str(tmp_path / "store")
+    write_store(url, runs=2, steps=4)
+    path = tmp_path / "h" / "index.duckdb"
+    path.parent.mkdir()
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for number, sql in enumerate(MIGRATIONS[:4], start=1):
+        con.execute(sql)
+        con.execute("INSERT INTO schema_version VALUES (?)", [number])
+    con.execute("INSERT INTO stores (url, reader) VALUES ('old', 'native')")
+    con.execute("""INSERT INTO checkpoints (store_id, run_id, checkpoint_id, status, listed_status)
+                   VALUES (1, 'r', 'c1', 'ok', 'ok'), (1, 'r', 'c2', 'corrupt', 'corrupt')""")
+    con.close()
+    catalog = Catalog(path)
+    with catalog.connect() as con:
+        assert con.execute("SELECT checkpoint_id, status FROM checkpoints ORDER BY 1").fetchall() == [
+            ("c1", "ok"), ("c2", "corrupt")]
+        assert con.execute("SELECT checkpoints, corrupt FROM runs").fetchall() == [(2, 1)]
+    summary = index_store(catalog, url)
+    assert summary.refresh.checkpoints == 8 and len(queries.list_checkpoints(catalog, summary.store.store_id)) == 8
