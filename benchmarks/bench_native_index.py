@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -214,8 +215,15 @@ def settle() -> None:
 
 def cli_index(store: Path, home: Path, check: str, timeout: float | None = None) -> ChildResult:
     settle()
-    command = [*lastgood_command(), "index", str(store), "--check", check, "--format", "json"]
+    # exactly as a user types it: default options, the table a terminal shows (read back below)
+    command = [*lastgood_command(), "index", str(store), *(() if check == "auto" else ("--check", check))]
     return run_child(command, cwd=ROOT, extra_env={"LASTGOOD_HOME": str(home)}, timeout=timeout).check()
+
+
+def printed_count(text: str, pattern: str) -> int | None:
+    """A number the command printed for people (``pattern`` has one group), or None."""
+    found = re.search(pattern, text)
+    return int(found.group(1)) if found else None
 
 
 def api_index(store: Path, home: Path, check: str) -> ChildResult:
@@ -272,24 +280,24 @@ def measure(store: Path, jsonl: Path, entries: int, repeat: int, structure_repea
         print(f"round {i + 1}/{repeat}: lastgood index (CLI) cold + warm …", file=sys.stderr)
         home = fresh_home(homes, "cli")
         child = cli_index(store, home, CHECK)
-        report = json.loads(child.stdout)
-        read = report.get("checkpoints_read")
-        if CHECK == "auto" and report.get("blobs_pending") != entries:  # beyond LASTGOOD_AUTO_WALK_ENTRIES
-            raise SystemExit(f"cold index left {report.get('blobs_pending')} blob checks pending, expected {entries}")
+        read = printed_count(child.stdout, r"read (\d+) catalog rows")
+        pending = printed_count(child.stdout, r"blob check pending for (\d+) checkpoint")
+        if CHECK == "auto" and pending != entries:  # beyond LASTGOOD_AUTO_WALK_ENTRIES
+            raise SystemExit(f"cold index left {pending} blob checks pending, expected {entries}")
         s["cold_cli"].add(child, None)
         count = count_rows(home)
         counts.append(count)
         if count["count"] != entries or count["distinct"] != entries or read != entries:
             raise SystemExit(f"index holds {count} rows (read {read}), catalog has {entries} entries")
         child = cli_index(store, home, CHECK)
-        if json.loads(child.stdout).get("changed"):
-            raise SystemExit("warm reopen reported changes on an unchanged store")
+        if printed_count(child.stdout, r"read (\d+) catalog rows") != 0:
+            raise SystemExit("warm reopen read catalog rows of an unchanged store")
         s["warm_cli"].add(child, None)
         print(f"round {i + 1}/{repeat}: lastgood verify (structure, every checkpoint again) …", file=sys.stderr)
         settle()
-        command = [*lastgood_command(), "verify", str(store), "--format", "json"]
+        command = [*lastgood_command(), "verify", str(store)]
         child = run_child(command, cwd=ROOT, extra_env={"LASTGOOD_HOME": str(home)})
-        if child.returncode not in (0, 1) or json.loads(child.stdout).get("checked") != entries:
+        if child.returncode not in (0, 1) or printed_count(child.stdout, r"checked (\d+) checkpoints") != entries:
             raise SystemExit(f"verify failed or checked too few: {child.stderr[-500:]}")
         s["verify"].add(child, None)
         shutil.rmtree(home)
