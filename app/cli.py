@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from functools import partial
 import importlib
 import os
 import sys
@@ -183,10 +184,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     serve.refresh_in_background(str(settings.index_path), urls, reader_name=args.reader,
                                 known=() if args.allow_write else known)
     # the first page shows the index as it is; no child process indexes a never-seen store meanwhile
-    if urls and len(known) == len(urls) and not args.allow_write:
-        from lastgood import page_queries  # here, not in its thread: no import races Streamlit's
-
-        page_queries.prepare(str(settings.index_path), indexed[urls[0]])
+    first = indexed[urls[0]] if urls and len(known) == len(urls) and not args.allow_write else None
     output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
     from lastgood import lazy_plotly_theme
 
@@ -195,9 +193,12 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     if not lazy_plotly_theme.install():
         serve.import_pandas_first()
     serve.quiet_cache_warning()
-    from lastgood.ui import server
+    from lastgood import webserver
 
-    server.run(args.host, args.port)  # returns when SIGTERM/SIGINT stopped the server
+    # returns when SIGTERM/SIGINT stopped the server; the pages' code and the first page's
+    # queries load once it listens, while the browser loads the dashboard
+    webserver.run(args.host, args.port,
+                  when_listening=partial(webserver.load_pages, str(settings.index_path), first))
     serve.shutdown()  # ends the process at once: daemon threads (a background check) stop with it
     return 0  # pragma: no cover - shutdown does not return
 

@@ -10,22 +10,22 @@ ui.remember(*ui_diff.REMEMBERED)  # back from another page: the same two checkpo
 ui_diff.take_query_params()  # a shared link carries store, A, B (and store_b)
 ref = ui.store_picker()
 if ref is None:
-    st.stop()
+    ui.stop()
 runs = ui_diff.runs_of(ref)  # most recent first
 if not runs:
     st.info("No checkpoints in this store yet: nothing to compare.")
-    st.stop()
+    ui.stop()
 
 ref_b = ui_diff.pick_store_b(ref)  # B may come from another store (?store_b=…)
 runs_b = ui_diff.runs_of(ref_b)
 if not runs_b:
     st.info(f"No checkpoints in store {ui.code(ref_b.display)} yet: pick another store for B.")
-    st.stop()
+    ui.stop()
 a, b = ui_diff.pick_checkpoints(ref, runs, ref_b, runs_b)
 ui_diff.write_query_params(ref, a, b, ref_b)
 if not a or not b:
     st.info("Pick two checkpoints to compare.")
-    st.stop()
+    ui.stop()
 
 view = ui_diff.diff_view(ref, a, b, ref_b)
 ui_diff.render_summary(view)

@@ -8,7 +8,7 @@ from lastgood.ui import integrity
 st.title("Integrity")
 ref = ui.store_picker()
 if ref is None:
-    st.stop()
+    ui.stop()
 st.caption(f"Store {ui.code(ref.display)} — findings from listing, structure, lineage, content and data checks; "
            "the same set `lastgood verify` reports and `ls` statuses reflect.")
 

@@ -8,14 +8,14 @@ from lastgood.ui import overview, progressive
 st.title("Overview")
 ref = ui.store_picker()
 if ref is None:
-    st.stop()
+    ui.stop()
 st.caption(f"Store {ui.code(ref.display)}")
 o = overview.overview_numbers(ref)  # the numbers first, drawn before the rest is queried
 
 if o.checkpoints == 0:
     st.info("No checkpoints in this store yet. Agents add them with `NativeWriter.save(...)` "
             "(or their framework's checkpointer); use **Re-index** in the sidebar to pick them up.")
-    st.stop()
+    ui.stop()
 
 overview.render_kpis(o)
 data = overview.overview_data(ref, o)

@@ -9,7 +9,7 @@ st.title("Recovery")
 ui_recovery.take_query_params()  # a link's store, action, run and target: before the pickers draw
 ref = ui.store_picker()
 if ref is None:
-    st.stop()
+    ui.stop()
 blocked = ui_recovery.write_blocked(ref)
 if blocked:
     st.info(blocked, icon=":material/lock:")

@@ -10,7 +10,7 @@ ui.remember("tl_agent", "tl_run", "tl_ckpt", "tl_ref", "tl_by_status")  # back f
 ui_integrity.apply_timeline_link()  # ?store=…&run=…&checkpoint=… (links from the Integrity page)
 ref = ui.store_picker()
 if ref is None:
-    st.stop()
+    ui.stop()
 controls, chart = st.container(), st.empty()
 if not st.session_state.get("tl_chart_drawn"):  # the session's first Timeline: Plotly's script loads meanwhile
     chart.plotly_chart(ui.timeline_placeholder())
@@ -19,7 +19,7 @@ if not st.session_state.get("tl_chart_drawn"):  # the session's first Timeline: 
 def stop(message: str) -> None:
     chart.empty()
     st.info(message)
-    st.stop()
+    ui.stop()
 
 
 with controls:

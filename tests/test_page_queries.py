@@ -131,8 +131,7 @@ def test_the_overview_takes_every_query_read_ahead(indexed, monkeypatch) -> None
                           ("and a new one", False, False)])
 def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
         indexed, tmp_path: Path, monkeypatch, known: bool | str, allow_write: bool, prepared: bool) -> None:
-    from lastgood import cli
-    from lastgood.ui import server
+    from lastgood import cli, webserver
 
     url, index_path, store_id = indexed
     urls = [url]
@@ -144,7 +143,10 @@ def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
         monkeypatch.setenv(name, "0")
     calls: list[tuple[str, int]] = []
     monkeypatch.setattr(page_queries, "prepare", lambda path, sid: calls.append((path, sid)))
-    monkeypatch.setattr(server, "run", lambda host, port: None)  # nothing served
+    def listening(host: str, port: int, when_listening=None) -> None:  # nothing served
+        when_listening()  # what the server does once it listens
+
+    monkeypatch.setattr(webserver, "run", listening)
     monkeypatch.setattr(serve, "refresh_in_background", lambda *a, **k: None)
     monkeypatch.setattr(serve, "shutdown", lambda code=0: None)
     argv = ["ui", *urls, "--port", "8599", "--home", str(Path(index_path).parent)]

@@ -229,12 +229,15 @@ def test_empty_index_and_empty_store_are_explained(tmp_path: Path, monkeypatch: 
     monkeypatch.delenv("LASTGOOD_STORES", raising=False)
     at = run_app()
     assert any("No store selected" in i.value for i in at.info)
+    assert at.sidebar.text_input(key=ui.NEW_URL_KEY)  # the picker is drawn though the page stopped
     NativeWriter(str(tmp_path / "empty"))
     monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "empty"))
     at = run_app()
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
+    assert at.sidebar.selectbox(key=ui.STORE_KEY).value == ui.normalize_url(str(tmp_path / "empty"))
     at = run_app(TIMELINE)
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
+    assert at.sidebar.selectbox(key=ui.STORE_KEY) and at.sidebar.button[0].label == "Re-index"
     assert not at.get("plotly_chart")  # the frame drawn while the page read the store is gone
 
 
@@ -278,10 +281,45 @@ def test_pages_import_no_storage_or_database_modules() -> None:
         assert not SQL.search(page.read_text()), f"{page.name} holds SQL"
 
 
+def test_pages_stop_through_ui_stop() -> None:
+    # st.stop() would leave out what the page run draws at its end (the store picker's widgets)
+    callers = [str(p.relative_to(ROOT)) for p in [*(ROOT / "pages").glob("*.py"), *(ROOT / "app" / "ui").glob("*.py")]
+               if "st.stop()" in p.read_text().replace('``st.stop()``', "")]
+    assert callers == ["app/ui/__init__.py"]  # ui.stop itself
+
+
+def test_the_sidebar_widgets_follow_the_pages_first_screen(app_env: DemoStore,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # sent after the numbers and figures (the browser loads their code last), drawn in their place
+    import streamlit as st
+    from streamlit.delta_generator import DeltaGenerator
+
+    from lastgood.ui import overview
+
+    sent: list[str] = []
+    for name in ("metric", "text_input", "selectbox", "button"):  # cells' metrics; st.* widgets
+        owner = DeltaGenerator if name == "metric" else st
+        original = getattr(owner, name)
+        record = (lambda self, *a, _f=original, _n=name, **k: sent.append(_n) or _f(self, *a, **k)) \
+            if owner is DeltaGenerator else (lambda *a, _f=original, _n=name, **k: sent.append(_n) or _f(*a, **k))
+        monkeypatch.setattr(owner, name, record)
+    figure = overview.figure
+    monkeypatch.setattr(overview, "figure", lambda svg: sent.append("figure") or figure(svg))
+    at = run_app()
+    assert sent.count("metric") == 6 and sent.count("figure") == 2
+    last_figure = len(sent) - 1 - sent[::-1].index("figure")
+    assert last_figure < sent.index("text_input") < sent.index("selectbox") < sent.index("button")
+    sidebar = at.sidebar
+    assert [w.label for w in sidebar.text_input] == ["Open a store"]
+    assert sidebar.selectbox(key=ui.STORE_KEY).value == app_env.url
+    assert sidebar.button[0].label == "Re-index"
+
+
 def test_only_ui_and_entry_import_streamlit() -> None:
-    # the UI layer is the package app/ui/ (one module per page beside its shared helpers) and the entry
+    # the UI layer is the package app/ui/ (one module per page beside its shared helpers), the entry,
+    # and the server's start (outside the package: starting it must not import the pages' code)
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "app").rglob("*.py")
-                 if p.parent != ROOT / "app" / "ui" and p.name != "streamlit_app.py"
+                 if p.parent != ROOT / "app" / "ui" and p.name not in ("streamlit_app.py", "webserver.py")
                  and "streamlit" in imported_modules(p)]
     assert offenders == []
     assert not (ROOT / "app" / "pages").exists()  # would switch Streamlit to legacy multipage mode
@@ -356,3 +394,23 @@ def test_overview_says_when_data_checks_are_pending(tmp_path: Path, monkeypatch:
     assert not any("Data check pending" in c.value for c in at.caption)
     shown = lastgood_cli("show", store, newest, "--format", "json", home=home)
     assert json.loads(shown.stdout)["checkpoint"]["data_checked"] is True
+
+
+def test_re_index_reads_what_changed_in_the_shown_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers import agent_state
+
+    store = str(tmp_path / "store")
+    writer = NativeWriter(store)
+    for step in range(3):
+        writer.save("run-a", agent_state(step), agent="agent-a")
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", store)
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    at = run_app()
+    assert {m.label: m.value for m in at.metric}["Checkpoints"] == "3"
+    writer.save("run-a", agent_state(3), agent="agent-a")
+    at.run()  # a rerun alone shows the index as it was read this session
+    assert {m.label: m.value for m in at.metric}["Checkpoints"] == "3"
+    at.sidebar.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert {m.label: m.value for m in at.metric}["Checkpoints"] == "4"

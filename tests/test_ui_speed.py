@@ -230,6 +230,53 @@ def test_ui_serves_from_its_own_process(tmp_path: Path) -> None:
         stop_group(proc)
 
 
+SERVER_START_PROBE = """
+import json, sys
+from lastgood import cli, webserver
+
+def run(host, port, when_listening=None):  # what is loaded when the server would start listening
+    before = {m: m in sys.modules for m in ("lastgood.ui", "pyarrow")}
+    when_listening()
+    after = {m: m in sys.modules for m in ("lastgood.ui", "lastgood.ui.server", "lastgood.ui.overview")}
+    print(json.dumps({"before": before, "after": after}))
+
+webserver.run = run
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_the_server_listens_before_the_pages_code_is_imported(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    write_store(url, runs=1, steps=3)
+    home = tmp_path / "home"
+    index_store(Catalog(str(home / "index.duckdb")), normalize_url(url), check="structure")  # a reopen
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LASTGOOD_")}
+    done = subprocess.run([sys.executable, "-c", SERVER_START_PROBE, "ui", url, "--port", str(free_port()),
+                           "--home", str(home)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # the server starts (importing Streamlit) with none of the dashboard's own code loaded (nor
+    # pyarrow, ~0.1 s); that loads once it listens
+    assert seen == {"before": {"lastgood.ui": False, "pyarrow": False},
+                    "after": {"lastgood.ui": True, "lastgood.ui.server": True, "lastgood.ui.overview": True}}
+
+
+def test_the_pages_code_loads_after_streamlits_own_start_hook() -> None:
+    import threading
+    import types
+
+    from lastgood import webserver
+
+    calls: list[str] = []
+    done = threading.Event()
+    bootstrap = types.SimpleNamespace(_on_server_start=lambda server: calls.append(f"streamlit {server}"))
+    webserver.call_when_listening(bootstrap, lambda: (calls.append(threading.current_thread().name), done.set()))
+    assert calls == []  # nothing before the server started
+    bootstrap._on_server_start("started")
+    assert done.wait(10)
+    assert calls == ["streamlit started", "lastgood-load-pages"]  # after Streamlit's hook, in a thread
+
+
 def test_ui_on_a_store_that_cannot_be_opened_is_one_line_exit_2(tmp_path: Path) -> None:
     done = lastgood_cli("ui", str(tmp_path / "nothing-here"), "--port", str(free_port()),
                         home=tmp_path / "home")
@@ -250,22 +297,22 @@ def test_ui_with_a_password_in_the_url_reexecutes_without_it(tmp_path: Path) -> 
 def test_component_manifest_scan_is_skipped(monkeypatch) -> None:
     from streamlit.components.v2 import manifest_scanner
 
-    from lastgood.ui import server
+    from lastgood import webserver
 
     monkeypatch.setattr(manifest_scanner, "scan_component_manifests", manifest_scanner.scan_component_manifests)
-    assert server.skip_component_scan()
+    assert webserver.skip_component_scan()
     assert manifest_scanner.scan_component_manifests() == []
 
 
 def test_the_first_element_skips_streamlits_repl_probe(monkeypatch) -> None:
     from streamlit import delta_generator, env_util
 
-    from lastgood.ui import server
+    from lastgood import webserver
 
     monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
     probes: list[bool] = []
     monkeypatch.setattr(env_util, "is_repl", lambda: probes.append(True) or False)
-    server.skip_use_warning_probe()
+    webserver.skip_use_warning_probe()
     delta_generator._maybe_print_use_warning()
     assert probes == []  # no inspect.stack() walk before the first element
 
@@ -274,9 +321,9 @@ def test_page_runs_skip_streamlits_full_garbage_collection() -> None:
     from streamlit import config
     from streamlit.web import bootstrap
 
-    from lastgood.ui import server
+    from lastgood import webserver
 
-    flags = server.options("127.0.0.1", free_port())
+    flags = webserver.options("127.0.0.1", free_port())
     try:
         bootstrap.load_config_options(flag_options=flags)
         assert config.get_option("runner.postScriptGC") is False  # an option Streamlit still knows
@@ -337,6 +384,25 @@ def test_the_background_data_check_starts_without_reading_every_runs_health(stor
     assert job is not None and job.depth == "data" and job.only_unverified
     background.wait(index_path, url, timeout=120)
     assert job.state == "done"
+
+
+def test_a_store_every_blob_of_which_was_read_starts_no_check_and_reads_no_runs_health(
+        store, monkeypatch) -> None:
+    from lastgood.ui import integrity as ui_integrity
+
+    url, home = store
+    index_path = str(home / "index.duckdb")
+    index_store(Catalog(index_path), url, check="data")  # every checkpoint's blobs read
+    monkeypatch.setenv("LASTGOOD_BACKGROUND_CHECK", "1")
+
+    def no_health(*args: object) -> None:
+        raise AssertionError("a page's sidebar read every run's health")
+
+    monkeypatch.setattr(ui_integrity, "integrity_data", no_health)
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metrics(at)["Checkpoints"] == str(RUNS * STEPS)
+    assert background.job(index_path, url) is None  # nothing left for a data check to read
 
 
 def test_with_writes_enabled_the_first_page_waits_for_a_known_stores_refresh(store, monkeypatch) -> None:

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 
@@ -154,7 +154,17 @@ def guarded() -> Iterator[None]:
         yield
     except LastgoodError as exc:
         st.error(md_escape(redact_text(str(exc))))
-        st.stop()
+        stop()
+
+
+def stop() -> NoReturn:
+    """``st.stop()`` for pages: what the run deferred to the end of the page (the store picker's
+    widgets, the sidebar's check: ``server.after_page``) is drawn first, as nothing can be drawn
+    once Streamlit was asked to stop."""
+    from lastgood.ui import server  # the dashboard process's page-run hooks (imports this module)
+
+    server.run_after_page()
+    st.stop()
 
 
 # ---- store picker ---------------------------------------------------------------------
@@ -209,22 +219,41 @@ def _write_badge(allow_write: bool) -> None:
 
 
 def _pick(catalog: Catalog, index_path: str, allow_write: bool) -> StoreRef | None:
-    st.text_input("Open a store", key=NEW_URL_KEY, on_change=_queue_new_url,
-                  placeholder="path, s3://…, file.sqlite, postgresql://…",
-                  help="Any store URL; it is indexed (fast structural check) when added.")
+    """The chosen store, decided before anything is drawn: its widgets (a text input, the store
+    choice, Re-index) are drawn after the page's content (``server.after_page``) in a slot placed
+    here, so the first screen's numbers and figures reach the browser first. The choice is the
+    widgets' own state: a store typed or re-indexed acts through their callbacks before the run."""
+    slot = st.container()
     pending = st.session_state.pop(PENDING_URL_KEY, None)
     if pending:
         _add_store(catalog, pending)
     urls = _candidate_urls(catalog)
+    if urls and st.session_state.get(STORE_KEY) not in urls:
+        st.session_state[STORE_KEY] = urls[0]
+    from lastgood.ui import server  # the dashboard process's page-run hooks (imports this module)
+
+    server.after_page(lambda: _draw_picker(slot, urls))
     if not urls:
         return None
-    if st.session_state.get(STORE_KEY) not in urls:
-        st.session_state[STORE_KEY] = urls[0]
-    url = st.selectbox("Store", urls, format_func=display_url, key=STORE_KEY)
-    if st.button("Re-index", icon=":material/refresh:", help="Read what changed in the store"):
-        st.session_state.get(REFRESHED_KEY, set()).discard(url)
-        clear_query_caches()
-    return _ensure_indexed(catalog, index_path, url, allow_write)
+    return _ensure_indexed(catalog, index_path, st.session_state[STORE_KEY], allow_write)
+
+
+def _draw_picker(slot: Any, urls: list[str]) -> None:
+    with slot:
+        st.text_input("Open a store", key=NEW_URL_KEY, on_change=_queue_new_url,
+                      placeholder="path, s3://…, file.sqlite, postgresql://…",
+                      help="Any store URL; it is indexed (fast structural check) when added.")
+        if not urls:
+            return
+        st.selectbox("Store", urls, format_func=display_url, key=STORE_KEY)
+        st.button("Re-index", icon=":material/refresh:", help="Read what changed in the store",
+                  on_click=_reindex)
+
+
+def _reindex() -> None:
+    """Re-index (before the run it triggers): the shown store is refreshed again by that run."""
+    st.session_state.get(REFRESHED_KEY, set()).discard(st.session_state.get(STORE_KEY))
+    clear_query_caches()
 
 
 def _queue_new_url() -> None:

@@ -23,7 +23,7 @@ from lastgood.show import load_state_safely
 from lastgood.stateview import find_conversation, truncate
 from lastgood.readers.registry import display_url
 from lastgood.ui import (DAMAGED, STORE_KEY, StoreRef, _candidate_urls, _catalog, _ensure_indexed, _open_store,
-                         code, guarded, md_escape, runs_frame, utc)
+                         code, guarded, md_escape, runs_frame, stop, utc)
 
 MAX_CHOICES = 500
 MAX_MESSAGE_CHANGES = 200
@@ -104,7 +104,7 @@ def pick_store_b(ref: StoreRef) -> StoreRef:
     ref_b = _ensure_indexed(_catalog(ref.index_path), ref.index_path, url, ref.allow_write)
     if ref_b is None:
         st.error(f"Store {code(display_url(url))} cannot be opened: pick another store for B.")
-        st.stop()
+        stop()
     return ref_b
 
 

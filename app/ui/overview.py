@@ -133,7 +133,8 @@ def figure(svg: str) -> None:
 
 
 def render_kpis(o: queries.Overview) -> None:
-    cells = st.columns([1.2, 1, 1, 1.3, 1, 1])
+    row = st.container(horizontal=True)  # one block for the six (columns would add six more)
+    cells = [row] * 6
     values = [("Checkpoints", o.checkpoints), ("Runs", o.runs), ("Agents", o.agents),
               ("Storage", short_bytes(o.size_bytes)), ("Corrupt", o.by_status.get("corrupt", 0)),
               ("Incomplete", o.by_status.get("incomplete", 0))]

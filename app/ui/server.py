@@ -1,10 +1,5 @@
-"""The dashboard's process: Streamlit's server started in ``lastgood ui``'s own interpreter, and
-the hooks around each page run (see lastgood.serve).
-
-``streamlit run`` is a thin shell over :func:`streamlit.web.bootstrap.run`: it loads the config
-options given as flags, then runs the server's event loop in the main thread, where it installs
-its SIGTERM/SIGINT/SIGQUIT handlers (they stop the server; :func:`run` then returns). Calling it
-here serves the dashboard without a second interpreter importing everything again.
+"""The dashboard process's hooks around each page run (the server itself: lastgood.webserver;
+the start-up refresh: lastgood.serve).
 
 Around every page run (:func:`page_run`, used by the router) the index stays open and the
 sidebar's background data check starts after the page's content; the first session of a
@@ -14,78 +9,14 @@ store uses the command's start-up refresh (:func:`startup_refreshed`, or
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 from lastgood import background, serve, ui
-
-ENTRY = Path(__file__).resolve().parent.parent / "streamlit_app.py"
-
-
-def options(host: str, port: int) -> dict[str, object]:
-    """The server options ``lastgood ui`` always sets (the flags ``streamlit run`` would take)."""
-    return {
-        "server.address": host, "server.port": port, "server.headless": True,
-        "browser.gatherUsageStats": False, "client.toolbarMode": "viewer",
-        "server.fileWatcherType": "none", "server.runOnSave": False,  # installed code: no reloads
-        # no full garbage collection after every page and fragment run (Streamlit's default): with
-        # the index's modules loaded it holds the interpreter lock 50-400 ms, as the page is sent
-        "runner.postScriptGC": False,
-    }
-
-
-def skip_component_scan() -> bool:
-    """Skip Streamlit's start-up scan of every installed distribution for v2 component manifests.
-
-    The scan parses each distribution's metadata several times (0.2-0.8 s of CPU before the
-    server answers, more in a big environment) to register custom components that Lastgood's
-    pages never use; no config option turns it off. Replaced, in this process only, by a scan
-    that finds nothing. Returns whether it was replaced (False if Streamlit moved the function:
-    the scan then simply runs)."""
-    try:
-        from streamlit.components.v2 import manifest_scanner
-    except ImportError:
-        return False
-    if not callable(getattr(manifest_scanner, "scan_component_manifests", None)):
-        return False
-    manifest_scanner.scan_component_manifests = _no_manifests
-    return True
-
-
-def _no_manifests(max_workers: int | None = None) -> list:
-    return []
-
-
-def skip_use_warning_probe() -> None:
-    """Spare the first page run Streamlit's one-time "are we in a REPL?" probe.
-
-    Before the first element of the process is sent, Streamlit calls ``inspect.stack()`` to
-    decide whether to warn that the app was not started with ``streamlit run`` (0.2-0.4 s of
-    CPU: it resolves the source file of every frame against every loaded module). Here the
-    server is running, so that warning can never apply; the flag that records "already
-    checked" is set up front."""
-    from streamlit import delta_generator
-
-    delta_generator._use_warning_has_been_displayed = True
-
-
-def run(host: str, port: int) -> None:
-    """Serve the dashboard until a signal stops the server."""
-    from streamlit import config
-    from streamlit.web import bootstrap
-
-    flags = options(host, port)
-    skip_component_scan()
-    skip_use_warning_probe()
-    config._main_script_path = str(ENTRY)  # as `streamlit run` does: config and secrets beside it
-    bootstrap.load_config_options(flag_options=flags)
-    bootstrap.run(str(ENTRY), False, [], flags)
 
 
 # ---- one page run (the router wraps every page in these) -----------------------------------
@@ -96,17 +27,19 @@ _run = threading.local()  # each page run has its own script thread
 @contextmanager
 def page_run() -> Iterator[None]:
     """Around one page run: the index stays open (every query of the run shares one open of the
-    file, instead of ~40 ms to open it per query), and the sidebar's background data check is
-    started after the page's own content (so it never delays the first paint)."""
-    _run.after = None
+    file, instead of ~40 ms to open it per query), and the sidebar's widgets and background data
+    check are drawn after the page's own content (:func:`after_page`: they never hold back the
+    first paint)."""
+    _run.after = []
     _wait_for_first_indexing()
     held = _hold_index()
     try:
         yield
     finally:
         try:
-            _run_after_page()
+            run_after_page()
         finally:
+            del _run.after  # outside page_run again
             if held is not None:
                 held.close()
             serve.first_page_shown.set()  # a reopen's start-up refresh may start now
@@ -148,47 +81,48 @@ def _hold_index() -> ui.Catalog | None:
         return None
 
 
+def after_page(draw: Callable[[], None]) -> None:
+    """Draw with ``draw`` once the page's own content was sent (inside :func:`page_run`), in the
+    slot the caller already placed: the browser builds the page's numbers and figures first, and
+    the sidebar's widgets (whose code Chromium loads and compiles on a first visit) after them.
+    Outside page_run (a page run on its own), at once."""
+    pending = getattr(_run, "after", None)
+    if pending is None:
+        draw()
+    else:
+        pending.append(draw)
+
+
 def sidebar_check_after_page(slot: Any, ref: ui.StoreRef) -> None:
-    if hasattr(_run, "after"):  # inside page_run: after the page's content
-        _run.after = (slot, ref)
-        return
-    _sidebar_check(slot, ref)  # a page run on its own: at once
+    def draw() -> None:
+        with slot:
+            _sidebar_check(ref)
+
+    after_page(draw)
 
 
-def _run_after_page() -> None:
-    after = getattr(_run, "after", None)
-    del _run.after  # outside page_run again
-    if after is not None:
-        _sidebar_check(*after)
+def run_after_page() -> None:
+    """Draw what the page run deferred (:func:`after_page`), once: at its end, or before a page
+    stops early (``ui.stop``)."""
+    pending = getattr(_run, "after", None) or []
+    if pending:
+        _run.after = []
+    for draw in pending:
+        draw()
 
 
-def _sidebar_check(slot: Any, ref: ui.StoreRef) -> None:
+def _sidebar_check(ref: ui.StoreRef) -> None:
     from lastgood.ui import integrity as ui_integrity  # the background data check and its progress
 
-    _start_data_check(ref, ui_integrity)
-    with slot:
-        ui_integrity.sidebar_check(ref)
-
-
-def _start_data_check(ref: ui.StoreRef, ui_integrity: Any) -> None:
-    """Start the automatic background data check (``lastgood ui`` sets its variable) when the
-    index holds checkpoints no data check has read, decided by one small count: the Integrity
-    page's own decision reads every run's health (~0.5 s for 1,600 runs, CPU the browser needs
-    to draw the first page). ``sidebar_check`` then finds the job running and shows it."""
-    if os.environ.get(ui_integrity.AUTO_CHECK_ENV, "").strip() in ("", "0"):
-        return
-    if background.job(ref.index_path, ref.url) is not None:
-        return
-    depths = ui.query(ref, "verification")
-    if sum(depths.values()) > depths.get("data", 0):
-        background.start(ref.index_path, ref.url, "data", only_unverified=True,
-                         delay=ui_integrity.AUTO_CHECK_DELAY)
+    ui_integrity.sidebar_check(ref)
 
 
 # ---- the start-up refresh, seen from the first session ---------------------------------------
 
 
-STARTUP_POLL_SECONDS = 0.5
+# the refresh starts serve.FIRST_PAGE_SETTLE (1 s) after the first page was sent: a faster poll only
+# re-runs this fragment while the browser is still drawing that page
+STARTUP_POLL_SECONDS = 1.0
 
 
 @st.fragment(run_every=STARTUP_POLL_SECONDS)
