@@ -104,6 +104,7 @@ def start(index_path: str, url: str, depth: str, *, only_unverified: bool = Fals
     return new
 
 
+INDEX_WAIT_SECONDS = 600.0  # a check waits this long for a command holding the index (then fails: busy)
 BACKGROUND_NICE = 10  # pages first: a background check only takes CPU time the server does not need
 
 
@@ -125,7 +126,9 @@ def _run(job: VerifyJob, workers: int | None, delay: float = 0.0) -> None:
     if delay > 0:
         job.cancel_event.wait(delay)
     try:
-        catalog = Catalog(job.index_path, keep_open=False)
+        # the index opened per operation (a CLI command beside the dashboard gets it between them),
+        # waiting as long as such a command may hold it
+        catalog = Catalog(job.index_path, keep_open=False, lock_wait=INDEX_WAIT_SECONDS, cancel=job.cancel_event)
         store = open_store(catalog, job.url)
         try:
             report = verify_store(catalog, store.store_id, store.reader, read_data=job.depth == "data",

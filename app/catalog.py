@@ -127,11 +127,15 @@ class RefreshReport:
 class Catalog:
     """The index file and the operations that write it."""
 
-    def __init__(self, path: str | Path, keep_open: bool = True) -> None:
+    def __init__(self, path: str | Path, keep_open: bool = True, *, lock_wait: float = LOCK_RETRY_SECONDS,
+                 cancel: threading.Event | None = None) -> None:
         """``keep_open`` holds one connection for the object's life (fast, for one
         command); without it each operation opens and closes the file so other
-        processes (the CLI beside a running dashboard) can take the write lock."""
+        processes (the CLI beside a running dashboard) can take the write lock.
+        ``lock_wait``: seconds an open waits while another process holds the index (then
+        "busy"); ``cancel`` set stops that wait at once (background work being cancelled)."""
         self.path = str(path)
+        self.lock_wait, self.cancel = lock_wait, cancel
         self.parts_dir = attached.parts_dir(self.path)  # where attached parts are kept
         if self.path != ":memory:":
             private_dir(Path(self.path).parent)  # 0700 when created; a file there: one-line error
@@ -148,7 +152,7 @@ class Catalog:
         """A connection for one operation (a cursor of the kept one, or a fresh one)."""
         if self.keep_open:
             if self._con is None:
-                self._con = _connect_with_retry(self.path)
+                self._con = _connect_with_retry(self.path, self.lock_wait, self.cancel)
                 _held.add(self)
             cur = use_index(self._con.cursor(), self.path)
             try:
@@ -156,7 +160,7 @@ class Catalog:
             finally:
                 cur.close()
             return
-        con = _connect_with_retry(self.path)
+        con = _connect_with_retry(self.path, self.lock_wait, self.cancel)
         try:
             yield con
         finally:
@@ -453,17 +457,22 @@ def use_index(cur: duckdb.DuckDBPyConnection, path: str) -> duckdb.DuckDBPyConne
     return cur
 
 
-def _connect_with_retry(path: str) -> duckdb.DuckDBPyConnection:
-    deadline = time.monotonic() + LOCK_RETRY_SECONDS
+def _connect_with_retry(path: str, wait: float = LOCK_RETRY_SECONDS,
+                        cancel: threading.Event | None = None) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + wait
     while True:
         try:
             with _OPEN_CLOSE:
                 return _plain_utc(_open(path))
         except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
             message = str(exc).lower()
-            if ("lock" not in message and HANDLE_CONFLICT not in message) or time.monotonic() > deadline:
+            if (("lock" not in message and HANDLE_CONFLICT not in message) or time.monotonic() > deadline
+                    or (cancel is not None and cancel.is_set())):
                 raise LastgoodError(f"the index {path} is busy or unreadable: {exc}") from None
-            time.sleep(0.1)
+            if cancel is not None:
+                cancel.wait(0.1)
+            else:
+                time.sleep(0.1)
 
 
 def _close(con: duckdb.DuckDBPyConnection) -> None:

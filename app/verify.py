@@ -100,7 +100,7 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
     selection = _Selection(depth, only_unverified, subset)
     total = count_to_check(catalog, store_id, depth, only_unverified, subset)
     report = VerifyReport(depth=depth, workers=_workers(workers, scheduler, depth, total))
-    recorder = _Recorder(catalog, store_id, depth)
+    recorder = _Recorder(catalog, store_id, depth, on_findings)
     if _record_listed(catalog, store_id, reader, selection, total, report, blob_walk):
         recorder.recorded_any = True
         if on_findings and report.findings:
@@ -160,8 +160,10 @@ def _finish(catalog: Catalog, store_id: int, recorder: _Recorder, report: Verify
 class _Recorder:
     """Collects chunk results and writes them to the index in whole chunks."""
 
-    def __init__(self, catalog: Catalog, store_id: int, depth: str) -> None:
+    def __init__(self, catalog: Catalog, store_id: int, depth: str,
+                 on_findings: OnFindings | None = None) -> None:
         self.catalog, self.store_id, self.depth = catalog, store_id, depth
+        self.on_findings = on_findings  # also sees the drift found at each flush
         self.ids: list[str] = []
         self.findings: list[Finding] = []
         self.shapes: dict[str, Shape] = {}
@@ -182,6 +184,8 @@ class _Recorder:
             return
         drift = self._drift() if self.depth == "data" else []
         self.drift.extend(drift)
+        if drift and self.on_findings:
+            self.on_findings(drift)
         self.catalog.record_findings(self.store_id, self.ids, self.findings + drift, self.depth)
         self.recorded_any = True
         self.ids, self.findings = [], []
@@ -241,15 +245,50 @@ def _chunks(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[
     where, params = selection.where()
     # structure checks never read metadata: skip parsing one JSON value per checkpoint
     columns = [c if c != "metadata" or selection.depth == "data" else "NULL AS metadata" for c in VERIFY_COLUMNS]
-    sql = f"""SELECT {', '.join(columns)}, listed_status FROM checkpoints WHERE {where}
-              ORDER BY run_id, namespace, step, checkpoint_id"""
+    select = f"SELECT {', '.join(columns)}, listed_status FROM checkpoints WHERE {where}"
     size = CHUNK if selection.depth == "data" else BATCH
+    # a catalog shared with other processes (the dashboard's background check) holds the index
+    # only while it reads a page; a set defined by a share of the store (a subset) is read at once
+    shared = not catalog.keep_open and selection.subset is None
+    rows = _pages(catalog, select, {"sid": store_id, **params}) if shared else \
+        _streamed(catalog, select, {"sid": store_id, **params}, size)
+    yield from _bounded_chunks((_record(row) for row in rows), size,
+                               CHUNK_BYTES if selection.depth == "data" else None)
+
+
+STEP_ORDER = "run_id, namespace, step, checkpoint_id"
+NO_STEP = 2**63 - 1  # a checkpoint without a step sorts after every step of its run (NULLS LAST)
+KEY_ORDER = f"run_id, namespace, coalesce(step, {NO_STEP}), checkpoint_id"  # the same order, as a key
+PAGE_ROWS = 20_000  # rows read per open of a shared index
+
+
+def _streamed(catalog: Catalog, select: str, params: dict[str, Any], size: int) -> Iterator[dict[str, Any]]:
+    """The rows in step order from one cursor, the index open until the last is read."""
     with catalog.connect() as con:
-        cur = con.execute(sql, {"sid": store_id, **params})
+        cur = con.execute(f"{select} ORDER BY {STEP_ORDER}", params)
         names = [d[0] for d in cur.description]
-        records = (_record(dict(zip(names, row))) for rows in iter(lambda: cur.fetchmany(size), [])
-                   for row in rows)
-        yield from _bounded_chunks(records, size, CHUNK_BYTES if selection.depth == "data" else None)
+        for rows in iter(lambda: cur.fetchmany(size), []):
+            yield from (dict(zip(names, row)) for row in rows)
+
+
+def _pages(catalog: Catalog, select: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The rows in step order, a page at a time, the index closed between pages (a data check
+    takes minutes: another process, such as a CLI command, opens it meanwhile). Each page starts
+    after the last key read, so rows recorded meanwhile are neither missed nor read twice."""
+    after: dict[str, Any] = {}
+    while True:
+        keyset = f" AND ({KEY_ORDER}) > ($k_run, $k_ns, $k_step, $k_id)" if after else ""
+        with catalog.connect() as con:
+            cur = con.execute(f"{select}{keyset} ORDER BY {KEY_ORDER} LIMIT {PAGE_ROWS}", {**params, **after})
+            names = [d[0] for d in cur.description]
+            rows = [dict(zip(names, row)) for row in cur.fetchall()]
+        if rows:  # the key read before the rows are handed out (a reader may change them)
+            last = rows[-1]
+            after = {"k_run": last["run_id"], "k_ns": last["namespace"],
+                     "k_step": NO_STEP if last["step"] is None else last["step"], "k_id": last["checkpoint_id"]}
+        yield from rows
+        if len(rows) < PAGE_ROWS:
+            return
 
 
 def _bounded_chunks(records: Iterator[CheckpointRecord], size: int, max_bytes: int | None
