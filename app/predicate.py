@@ -181,7 +181,7 @@ def _eval(node: tuple[Any, ...], state: Any) -> Any:
 def _value(node: tuple[Any, ...], state: Any) -> Any:
     if node[0] == "lit":
         return node[1]
-    found = resolve_pointer(state, node[1])
+    found = shown_value(node[1], resolve_pointer(state, node[1]))
     if node[0] == "len":
         return len(found) if isinstance(found, (list, dict, str)) else MISSING
     return found
@@ -195,6 +195,20 @@ def _compare(op: str, left: Any, right: Any) -> bool:
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
     strings = all(isinstance(v, str) for v in (left, right))
     return bool((numbers or strings) and COMPARE[op](left, right))
+
+
+def shown_value(pointer: str, found: Any) -> Any:
+    """The value at ``pointer`` as every page and command shows it: a secret (under a secret key,
+    or shaped like one) is the mask, so a predicate can never confirm a guessed secret, nor find
+    its length or its letters by comparing (``/api_key > "sk-a"``). Containers are kept as they
+    are (their length and truthiness hide nothing); the leaves a predicate compares are what count."""
+    from lastgood.redact import MASK, is_secret_key, redact
+
+    if found is MISSING or found is None or found == "" or isinstance(found, (dict, list)):
+        return found  # as redaction shows them too (an empty secret is no secret)
+    if any(is_secret_key(raw.replace("~1", "/").replace("~0", "~")) for raw in pointer.split("/")[1:]):
+        return MASK
+    return redact(found)
 
 
 def resolve_pointer(state: Any, pointer: str) -> Any:

@@ -325,3 +325,47 @@ def test_steps_says_when_the_damage_is_the_parents(tmp_path):
     child = next(r for r in rows if r["parent_id"] == damaged["checkpoint_id"])
     assert "sha256 mismatch" in own["error"] and not own["error"].startswith("its parent")
     assert child["error"].startswith(f"its parent {damaged['checkpoint_id']} does not load")
+
+
+SECRET_STATE = {"config": {"api_key": "sk-live-abcdefghijklmnop1234", "region": "eu", "token": None},
+                "note": "key sk-live-abcdefghijklmnop1234 pasted", "step": 3}
+
+
+@pytest.mark.parametrize("where", [
+    '/config/api_key == "sk-live-abcdefghijklmnop1234"',  # a guess confirmed
+    '/config/api_key > "sk-live-a"', '/config/api_key < "sk-live-b"',  # its letters, one comparison at a time
+    "len(/config/api_key) == 28",  # its length
+    '/note == "key sk-live-abcdefghijklmnop1234 pasted"', '/note > "key sk-live-a"',  # one shaped like a key
+    '/config/token == "x"',
+])
+def test_a_predicate_never_learns_a_secret(where: str) -> None:
+    other = json.loads(json.dumps(SECRET_STATE).replace("abcdefghijklmnop1234", "zyxwvutsrqponm98"))
+    other["config"]["token"] = "x"  # set, where the first state's is not: shown as set, not as what
+    assert parse(where).evaluate(SECRET_STATE) is parse(where).evaluate(other)  # nothing tells them apart
+    if "==" in where:
+        assert parse(where).evaluate(SECRET_STATE) is False  # the right guess does not hold
+
+
+@pytest.mark.parametrize("where", [
+    '/config/api_key == "[redacted]"', "/config/api_key", '/config/region == "eu"', "not /config/token",
+    "len(/config) == 3", "/step >= 3", 'len(/note) == len(/note)',
+])
+def test_a_predicate_still_reads_what_is_shown(where: str) -> None:
+    assert parse(where).evaluate(SECRET_STATE) is True
+
+
+def test_bisect_cannot_confirm_a_guessed_secret(tmp_path) -> None:
+    store = str(tmp_path / "store")
+    writer = NativeWriter(store)
+    for step in range(6):
+        key = "sk-live-abcdefghijklmnop1234" if step >= 3 else None
+        writer.save("run-1", {"step": step, "config": {"api_key": key}}, created_at=T0 + timedelta(minutes=step))
+    home = tmp_path / "home"
+    for guess in ("sk-live-abcdefghijklmnop1234", "sk-live-wrongwrongwrong0000"):
+        done = lastgood_cli("bisect", store, "run-1", "--where", f'/config/api_key == "{guess}"',
+                            "--format", "json", home=home)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["found"] is None  # the right guess and a wrong one look alike
+        assert "abcdefghijklmnop" not in done.stdout + done.stderr
+    done = lastgood_cli("bisect", store, "run-1", "--where", "/config/api_key", "--format", "json", home=home)
+    assert json.loads(done.stdout)["found"]["step"] == 3  # a key being set is still found
