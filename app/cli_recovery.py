@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from lastgood.config import Settings
-from lastgood.errors import UsageError
+from lastgood.errors import NothingToDo, UsageError
 
 # lastgood.journal.ACTIONS (a test keeps them equal; that module is not imported to parse: ~3 ms)
 JOURNAL_ACTIONS = ("restore", "rollback", "quarantine", "release", "undo", "check-failed")
@@ -112,7 +112,11 @@ def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any)
 
     catalog = open_catalog(settings)
     store = index_store(catalog, args.store, reader_name=args.reader).store
-    plan = make_plan(catalog, store)
+    try:
+        plan = make_plan(catalog, store)
+    except NothingToDo as done:  # idempotent: the run is already where it was asked to be
+        output.emit(_unchanged(args, done), fmt, render_unchanged)
+        return 0
     expected = _full_id(catalog, store, args.expect_head)
     if args.dry_run:
         if expected is not None and expected != plan.expected_head:
@@ -184,6 +188,18 @@ def render_plan(plan: dict[str, Any]) -> str:
     for warning in plan.get("warnings") or []:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+def _unchanged(args: argparse.Namespace, done: NothingToDo) -> dict[str, Any]:
+    return {"action": args.command, "run_id": done.run_id, "namespace": done.namespace,
+            "target": done.checkpoint_id, "changed": False, "dry_run": bool(args.dry_run),
+            "message": str(done)}
+
+
+def render_unchanged(result: dict[str, Any]) -> str:
+    return (f"{result['action']} on run {result['run_id']}"
+            + (f" [{result['namespace']}]" if result.get("namespace") else "")
+            + f": nothing to do — {result['target']} is already its head (nothing written)")
 
 
 def render_result(result: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
     LastgoodError                  base; the CLI prints it as one line, pages as st.error
     ├── UsageError               bad arguments (CLI exit 2)
+    │   └── NothingToDo          a recovery whose target is already the state (CLI: exit 0, says so)
     ├── StoreNotFound            the URL points at nothing (exit 2)
     ├── ReaderError              a store could not be read as its format (exit 2)
     │   ├── MissingDependency    an optional package is needed; names the extra to install
@@ -30,6 +31,17 @@ class LastgoodError(Exception):
 
 class UsageError(LastgoodError):
     """The command was called wrongly."""
+
+
+class NothingToDo(UsageError):
+    """A recovery action that would change nothing (its target is already the run's head).
+
+    Pages show it like any refusal; the CLI reports it and exits 0, so a script that puts a run
+    back on a checkpoint can run again safely (a dry run of it previews "no change")."""
+
+    def __init__(self, message: str, *, run_id: str, namespace: str, checkpoint_id: str) -> None:
+        super().__init__(message)
+        self.run_id, self.namespace, self.checkpoint_id = run_id, namespace, checkpoint_id
 
 
 class StoreNotFound(LastgoodError):

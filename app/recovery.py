@@ -28,7 +28,7 @@ from lastgood import attached
 from lastgood import journal as jr
 from lastgood import queries
 from lastgood.catalog import Catalog, _apply_error_statuses
-from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, UsageError
+from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, NothingToDo, UsageError
 from lastgood.readers.base import CheckpointRecord
 from lastgood.stores import OpenStore
 
@@ -123,8 +123,9 @@ def plan_restore(catalog: Catalog, store: OpenStore, ref: str, *, force: bool = 
         plan.superseded = [r.checkpoint_id for r in later if r.status != "superseded"]
         plan.marks["supersede"] = list(plan.superseded)
     if head == record.checkpoint_id and not plan.superseded:
-        raise UsageError(f"{record.checkpoint_id} is already the head of run {record.run_id!r}: "
-                         "nothing to do")
+        raise NothingToDo(f"{record.checkpoint_id} is already the head of run {record.run_id!r}: "
+                          "nothing to do", run_id=record.run_id, namespace=record.namespace,
+                          checkpoint_id=record.checkpoint_id)
     if record.status in REFUSED_WITHOUT_FORCE:
         plan.warnings.append(f"target is {record.status} ({record.status_reason}); forced")
     _preview(catalog, store, plan, record, later)

@@ -169,6 +169,25 @@ def test_a_dry_run_warns_when_the_expected_head_is_not_the_head(native, tmp_path
     assert not any("--expect-head" in w for w in json.loads(fine.stdout)["warnings"])
 
 
+def test_restoring_the_head_itself_is_a_no_op_that_exits_0(native, tmp_path: Path) -> None:
+    url, _states, catalog = native
+    store = index_store(catalog, url, check="none").store
+    head = ids_of(catalog, store.store_id, "run-0")[-1]
+    home = tmp_path / "h"
+    for extra in (["--dry-run"], ["--reason", "again", "--yes"]):  # a preview, and a script run twice
+        done = lastgood_cli("restore", url, head[:20], *extra, "--format", "json", home=home)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) | {"message": ""} == {
+            "action": "restore", "run_id": "run-0", "namespace": "", "target": head, "changed": False,
+            "dry_run": extra == ["--dry-run"], "message": ""}
+    rollback = lastgood_cli("rollback", url, "run-0", "--to", head, "--dry-run", home=home)
+    assert rollback.returncode == 0 and "nothing to do" in rollback.stdout
+    journal = lastgood_cli("journal", url, "--format", "json", home=home)
+    assert journal.returncode == 0 and json.loads(journal.stdout)["entries"] == 0  # nothing written
+    with pytest.raises(UsageError, match="already the head"):  # the pages show it as a refusal
+        recovery.plan_restore(catalog, store, head)
+
+
 def test_last_good_is_not_after_a_head_moved_back(native) -> None:
     from lastgood import health
 
