@@ -107,6 +107,13 @@ MIGRATIONS: list[str] = [
         verified TEXT, data_checked_at TIMESTAMPTZ, facts JSON);
     CREATE VIEW checkpoints AS SELECT {', '.join(attached.ROW_COLUMNS)} FROM checkpoint_rows;
     """,
+    # 6: the furthest entry of each store's journal this index read: a journal that no longer
+    # holds it lost entries from its end, which its hash chain alone cannot show (lastgood.recovery)
+    """
+    CREATE TABLE IF NOT EXISTS journal_tips (
+        store_id INTEGER PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL, action_id TEXT,
+        seen_at TIMESTAMPTZ NOT NULL);
+    """,
 ]
 
 CHECKPOINT_COLUMNS = ", ".join(CHECKPOINT_NAMES)

@@ -101,7 +101,7 @@ def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     catalog = open_catalog(settings)
     store = index_store(catalog, args.store, reader_name=args.reader, check="none").store
     queries.require_run(catalog, store.store_id, args.run)
-    report = recovery.journal_report(store, run_id=args.run, action=args.action)
+    report = recovery.journal_report(store, run_id=args.run, action=args.action, catalog=catalog)
     output.emit(report, fmt, render_journal)
     return 0 if report["chain_ok"] else 1
 

@@ -129,7 +129,7 @@ def plan_restore(catalog: Catalog, store: OpenStore, ref: str, *, force: bool = 
     if record.status in REFUSED_WITHOUT_FORCE:
         plan.warnings.append(f"target is {record.status} ({record.status_reason}); forced")
     _preview(catalog, store, plan, record, later)
-    return _warn_broken_journal(store, plan)
+    return _warn_broken_journal(store, plan, catalog=catalog)
 
 
 def plan_rollback(catalog: Catalog, store: OpenStore, run_id: str, ref: str, *,
@@ -168,7 +168,7 @@ def plan_quarantine(catalog: Catalog, store: OpenStore, ref: str, *, release: bo
     if not release and head == record.checkpoint_id:
         plan.warnings.append("this checkpoint is the run's head: the agent still resumes from it "
                              "until you restore another one")
-    return _warn_broken_journal(store, plan, entries)
+    return _warn_broken_journal(store, plan, entries, catalog)
 
 
 def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
@@ -194,14 +194,21 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
         record = queries.resolve_checkpoint(catalog, store.store_id, restore_from)
         plan.target_status, plan.target_fields = record.status, _fields(record)
         _preview(catalog, store, plan, record, [])
-    return _warn_broken_journal(store, plan, entries)
+    return _warn_broken_journal(store, plan, entries, catalog)
 
 
-def _warn_broken_journal(store: OpenStore, plan: Plan, entries: list[dict[str, Any]] | None = None) -> Plan:
-    """A journal whose hash chain does not hold (edited or damaged) is said in every plan: the
-    action still appends, but its history can no longer be trusted as a record."""
-    chain = jr.verify_chain(backend(store).journal_entries() if entries is None else entries)
-    if not chain.ok:
+def _warn_broken_journal(store: OpenStore, plan: Plan, entries: list[dict[str, Any]] | None = None,
+                         catalog: Catalog | None = None) -> Plan:
+    """A journal whose hash chain does not hold (edited or damaged), or that lost entries from its
+    end, is said in every plan: the action still appends, but its history can no longer be
+    trusted as a record."""
+    entries = backend(store).journal_entries() if entries is None else entries
+    chain = jr.verify_chain(entries)
+    lost = []
+    if catalog is not None:
+        with catalog.connect() as con:
+            lost = lost_entries(con, store.store_id, entries)
+    if not chain.ok or lost:
         plan.warnings.append("the store's journal chain is BROKEN (an entry was edited, removed or "
                              "damaged): `lastgood journal STORE` shows where")
     return plan
@@ -495,12 +502,17 @@ def refresh_index(catalog: Catalog, store: OpenStore) -> None:
 # ---- the journal, read -----------------------------------------------------------------------
 
 
-def journal_report(store: OpenStore, run_id: str | None = None,
-                   action: str | None = None) -> dict[str, Any]:
-    """``{chain_ok, actions: [...]}`` (+ problems and interrupted actions)."""
+def journal_report(store: OpenStore, run_id: str | None = None, action: str | None = None,
+                   catalog: Catalog | None = None) -> dict[str, Any]:
+    """``{chain_ok, actions: [...]}`` (+ problems and interrupted actions); with the ``catalog``
+    that indexed the store, entries lost from the journal's end are problems too."""
     writer = backend(store)
     entries = writer.journal_entries()
     chain = jr.verify_chain(entries)
+    if catalog is not None:
+        with catalog.connect() as con:
+            lost = lost_entries(con, store.store_id, entries)
+        chain = jr.ChainReport(chain.ok and not lost, chain.entries, [*lost, *chain.problems])
     shown = [e for e in entries if (run_id is None or e.get("run_id") == run_id)
              and (action is None or e.get("action") == action)]
     pending = getattr(writer, "pending", lambda: [])()
@@ -520,6 +532,7 @@ def sync_marks(catalog: Catalog, store: OpenStore) -> int:
         return 0
     marks = jr.fold_marks(entries)
     with catalog.connect() as con:
+        _remember_tip(con, store.store_id, entries)
         had = con.execute("""SELECT count(*) FROM checkpoints WHERE store_id = ?
             AND status IN ('quarantined', 'superseded')""", [store.store_id]).fetchone()[0]
         if not marks and not had and not entries:
@@ -557,6 +570,37 @@ def _write_marks(con: Any, store_id: int, marks: Mapping[jr.MarkKey, jr.Mark]) -
             AND c.namespace = m.namespace AND c.checkpoint_id = m.checkpoint_id""", [store_id])
     finally:
         con.unregister("lastgood_marks")
+
+
+def _remember_tip(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:
+    """Keep the furthest journal entry this index has read; a journal that lost it keeps the old
+    one (the loss stays reported: :func:`lost_entries`)."""
+    last = entries[-1] if entries else None
+    if last is None or not last.get("hash") or lost_entries(con, store_id, entries):
+        return
+    seq, digest = int(last.get("seq") or len(entries)), str(last["hash"])
+    if con.execute("SELECT 1 FROM journal_tips WHERE store_id = ? AND seq = ? AND hash = ?",
+                   [store_id, seq, digest]).fetchone() is None:  # a reopen writes nothing
+        con.execute("INSERT OR REPLACE INTO journal_tips VALUES (?, ?, ?, ?, now())",
+                    [store_id, seq, digest, last.get("id")])
+
+
+def lost_entries(con: Any, store_id: int, entries: list[dict[str, Any]]) -> list[str]:
+    """A problem when the journal no longer holds the furthest entry this index read from it:
+    entries were removed from its end (or the end rewritten). Its hash chain cannot show that:
+    what is left still links. Empty when it holds it, or nothing was read before."""
+    row = con.execute("SELECT seq, hash, action_id, seen_at FROM journal_tips WHERE store_id = ?",
+                      [store_id]).fetchone()
+    if row is None:
+        return []
+    seq, digest, action_id, seen_at = row
+    kept = entries[seq - 1] if 0 < seq <= len(entries) else None
+    if kept is not None and kept.get("hash") == digest:
+        return []
+    ends = f"ends at entry {len(entries)}" if entries else "is empty"
+    return [f"the journal {ends}, but entry {seq} (action {action_id}), read by this index on "
+            f"{seen_at:%Y-%m-%d %H:%M} UTC, is {'gone' if kept is None else 'rewritten'}: entries were "
+            "removed from its end"]
 
 
 def _mirror_journal(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:

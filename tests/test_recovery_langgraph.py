@@ -288,6 +288,24 @@ def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
     assert listed.returncode == 0 and [r["checkpoint_id"] for r in json.loads(listed.stdout)] == [ids[1]]
 
 
+def test_deleting_the_newest_journal_rows_is_reported(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "lg.sqlite"
+    with sqlite3.connect(str(path), check_same_thread=False) as conn:
+        thread = build_tools(SqliteSaver(conn))
+        ids = history_ids(tool_loop_graph(SqliteSaver(conn)), thread.config)
+    home = tmp_path / "home"
+    cli("restore", str(path), ids[2], "--reason", "first", "--yes", home=home)
+    cli("quarantine", str(path), ids[1], "--reason", "second", "--yes", home=home)
+    assert lastgood_cli("journal", str(path), home=home).returncode == 0
+    with sqlite3.connect(str(path)) as conn:
+        conn.execute("DELETE FROM lastgood_journal WHERE seq = 2")
+    done = lastgood_cli("journal", str(path), "--format", "json", home=home)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and not report["chain_ok"] and "entry 2" in report["problems"][0]
+
+
 def test_an_agent_writing_during_restores_gives_conflicts_or_a_consistent_order(
         db: tuple[str, SaverFactory], tmp_path: Path) -> None:
     import threading

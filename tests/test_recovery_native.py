@@ -312,6 +312,33 @@ def test_tampering_with_a_native_journal_file_breaks_the_chain(native) -> None:
     assert any("BROKEN" in w for w in recovery.plan_quarantine(catalog, store, ids[4]).warnings)
 
 
+def test_removing_the_newest_journal_entries_is_reported(native, tmp_path: Path) -> None:
+    url, _states, catalog = native
+    home = tmp_path / "h"
+    store = index_store(catalog, url, check="none").store
+    ids = ids_of(catalog, store.store_id, "run-0")
+    for ref in (ids[1], ids[3], ids[5]):
+        done = lastgood_cli("restore", url, ref, "--reason", "r", "--yes", home=home)
+        assert done.returncode == 0, done.stderr
+    journal = lastgood_cli("journal", url, "--format", "json", home=home)
+    assert journal.returncode == 0 and json.loads(journal.stdout)["entries"] == 3
+    for seq in (3, 2):  # the last two actions erased: what is left still links
+        (Path(url) / "journal" / "entries" / f"{seq:010d}.json").unlink()
+    journal = lastgood_cli("journal", url, "--format", "json", home=home)
+    report = json.loads(journal.stdout)
+    assert journal.returncode == 1 and not report["chain_ok"] and report["entries"] == 1
+    assert "ends at entry 1" in report["problems"][0] and "entry 3" in report["problems"][0]
+    dry = lastgood_cli("restore", url, ids[2], "--dry-run", "--format", "json", home=home)
+    assert any("BROKEN" in w for w in json.loads(dry.stdout)["warnings"])
+    for ref, problem in ((ids[2], "ends at entry 2, but entry 3"), (ids[4], "entry 3 (action")):
+        lastgood_cli("restore", url, ref, "--reason", "after", "--yes", home=home)  # new entries 2, then 3
+        journal = lastgood_cli("journal", url, "--format", "json", home=home)
+        assert journal.returncode == 1 and problem in json.loads(journal.stdout)["problems"][0]  # it stays
+    assert "is rewritten" in json.loads(journal.stdout)["problems"][0]  # entry 3 is another one now
+    fresh = lastgood_cli("journal", url, "--format", "json", home=tmp_path / "other")
+    assert fresh.returncode == 0  # an index that never read the lost entries cannot know
+
+
 def test_restore_and_journal_on_an_object_store_style_filesystem(tmp_path: Path) -> None:
     """memory:// has no rename and no hard links: every file is one whole PUT."""
     import fsspec

@@ -355,7 +355,7 @@ def render_result(ref: ui.StoreRef) -> None:
 def journal(ref: ui.StoreRef) -> dict[str, Any]:
     store = _store(ref)
     try:
-        return recovery.journal_report(store)
+        return recovery.journal_report(store, catalog=ui._catalog(ref.index_path))
     finally:
         store.reader.close()
 
