@@ -55,16 +55,17 @@ def open_catalog(settings: Settings | None = None) -> Catalog:
 
 
 def normalize_url(url: str) -> str:
-    """Local paths become absolute so one store has one index entry: ``file://…`` and
-    ``sqlite://…`` URLs become the plain absolute path they name (a relative one is resolved
-    here, once, not by whichever directory a later command runs in)."""
+    """Local paths become absolute and real so one store has one index entry: ``file://…`` and
+    ``sqlite://…`` URLs become the plain path they name, a relative one is resolved here, once,
+    not by whichever directory a later command runs in, and symbolic links on the way are
+    followed (a store opened through a link and by its own path is one store)."""
     if url.startswith(("file://", "sqlite://")):
         from lastgood.readers.langgraph_sqlite import sqlite_path  # the file:// and sqlite:// rules
 
-        return os.path.abspath(sqlite_path(url))
+        return os.path.realpath(sqlite_path(url))
     if "://" in url:
         return url.rstrip("/") if not url.startswith(("postgresql://", "postgres://")) else url
-    return os.path.abspath(os.path.expanduser(url))
+    return os.path.realpath(os.path.expanduser(url))
 
 
 def open_store(catalog: Catalog, url: str, reader_name: str | None = None,

@@ -119,6 +119,20 @@ def test_symlinked_store_folder_inside_the_root_still_reads(store: Path, tmp_pat
     assert results["verify"][0] == 0, findings(results)
 
 
+def test_a_store_reached_through_a_link_and_by_its_path_is_one_store(store: Path, tmp_path: Path) -> None:
+    from lastgood import queries
+    from lastgood.catalog import Catalog
+    from tests.helpers import lastgood_cli
+
+    link = tmp_path / "link-to-store"
+    link.symlink_to(store)
+    home = tmp_path / "home"
+    for path in (link, store, f"file://{link}"):
+        done = lastgood_cli("index", str(path), home=home)
+        assert done.returncode == 0, done.stderr
+    assert list(queries.indexed_stores(Catalog(home / "index.duckdb"))) == [str(store.resolve())]
+
+
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
 def test_special_files_as_blobs_are_refused_without_opening(kind: str, store: Path, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
