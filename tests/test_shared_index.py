@@ -138,3 +138,20 @@ def test_the_background_checks_count_includes_the_schema_drift_it_found(tmp_path
     assert len(drift) == 2
     assert job.warnings_found == len(drift)  # "in them 0 warning(s)" before: drift came after the chunks
     assert "2 warning(s)" in job.summary()
+
+
+def test_a_langgraph_check_read_in_pages_finds_what_one_read_finds(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.langgraph_graphs import write_sqlite_store
+
+    monkeypatch.setattr(verify, "PAGE_ROWS", 3)  # subgraph namespaces and steps cut across pages
+    db = tmp_path / "lg.sqlite"
+    write_sqlite_store(db)
+    snapshots = []
+    for name, keep_open in (("whole", True), ("paged", False)):
+        catalog = Catalog(tmp_path / f"{name}.duckdb", keep_open=keep_open)
+        summary = index_store(catalog, str(db), check="none")
+        report = verify_store(catalog, summary.store.store_id, summary.store.reader, read_data=True, workers=1)
+        assert report.checked == queries.overview(catalog, summary.store.store_id).checkpoints
+        snapshots.append(_snapshot(catalog, summary.store.store_id))
+    assert snapshots[0] == snapshots[1]
