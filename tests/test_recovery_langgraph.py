@@ -264,7 +264,8 @@ def test_a_write_to_a_read_only_database_is_one_clear_line(tmp_path: Path) -> No
     assert (folder / "lg.sqlite").read_bytes() == before
 
 
-def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
+def _two_journaled_actions(tmp_path: Path) -> tuple[Path, list[str], Path]:
+    """A real LangGraph SQLite DB with a restore and a quarantine journaled: (path, ids, home)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = tmp_path / "lg.sqlite"
@@ -274,6 +275,11 @@ def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
     home = tmp_path / "home"
     cli("restore", str(path), ids[2], "--reason", "first", "--yes", home=home)
     cli("quarantine", str(path), ids[1], "--reason", "second", "--yes", home=home)
+    return path, ids, home
+
+
+def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
+    path, ids, home = _two_journaled_actions(tmp_path)
     with sqlite3.connect(str(path)) as conn:
         entry = json.loads(conn.execute("SELECT entry FROM lastgood_journal WHERE seq = 1").fetchone()[0])
         entry["reason"] = "rewritten"
@@ -289,15 +295,7 @@ def test_a_tampered_journal_breaks_the_chain(tmp_path: Path) -> None:
 
 
 def test_deleting_the_newest_journal_rows_is_reported(tmp_path: Path) -> None:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    path = tmp_path / "lg.sqlite"
-    with sqlite3.connect(str(path), check_same_thread=False) as conn:
-        thread = build_tools(SqliteSaver(conn))
-        ids = history_ids(tool_loop_graph(SqliteSaver(conn)), thread.config)
-    home = tmp_path / "home"
-    cli("restore", str(path), ids[2], "--reason", "first", "--yes", home=home)
-    cli("quarantine", str(path), ids[1], "--reason", "second", "--yes", home=home)
+    path, _ids, home = _two_journaled_actions(tmp_path)
     assert lastgood_cli("journal", str(path), home=home).returncode == 0
     with sqlite3.connect(str(path)) as conn:
         conn.execute("DELETE FROM lastgood_journal WHERE seq = 2")
