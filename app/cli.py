@@ -193,7 +193,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     if not lazy_plotly_theme.install():
         serve.import_pandas_first()
     serve.quiet_cache_warning()
-    from lastgood import webserver
+    from lastgood.ui import webserver
 
     # returns when SIGTERM/SIGINT stopped the server; the pages' code and the first page's
     # queries load once it listens, while the browser loads the dashboard

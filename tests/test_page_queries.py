@@ -131,7 +131,8 @@ def test_the_overview_takes_every_query_read_ahead(indexed, monkeypatch) -> None
                           ("and a new one", False, False)])
 def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
         indexed, tmp_path: Path, monkeypatch, known: bool | str, allow_write: bool, prepared: bool) -> None:
-    from lastgood import cli, webserver
+    from lastgood import cli
+    from lastgood.ui import webserver
 
     url, index_path, store_id = indexed
     urls = [url]

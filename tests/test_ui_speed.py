@@ -232,20 +232,25 @@ def test_ui_serves_from_its_own_process(tmp_path: Path) -> None:
 
 SERVER_START_PROBE = """
 import json, sys
-from lastgood import cli, webserver
+from lastgood import cli, page_queries
+from lastgood.ui import webserver
 
-def run(host, port, when_listening=None):  # what is loaded when the server would start listening
-    before = {m: m in sys.modules for m in ("lastgood.ui", "pyarrow")}
+def run(host, port, when_listening=None):  # what is done when the server would start listening
+    def seen():
+        return {"modules": [m in sys.modules for m in ("lastgood.ui.server", "lastgood.ui.overview")],
+                "queries read ahead": len(page_queries._prepared)}
+    before = seen()
     when_listening()
-    after = {m: m in sys.modules for m in ("lastgood.ui", "lastgood.ui.server", "lastgood.ui.overview")}
-    print(json.dumps({"before": before, "after": after}))
+    print(json.dumps({"before": before, "after": seen()}))
 
 webserver.run = run
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
-def test_the_server_listens_before_the_pages_code_is_imported(tmp_path: Path) -> None:
+def test_the_first_pages_work_starts_once_the_server_listens(tmp_path: Path) -> None:
+    from lastgood import page_queries
+
     url = str(tmp_path / "store")
     write_store(url, runs=1, steps=3)
     home = tmp_path / "home"
@@ -255,17 +260,16 @@ def test_the_server_listens_before_the_pages_code_is_imported(tmp_path: Path) ->
                            "--home", str(home)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    # the server starts (importing Streamlit) with none of the dashboard's own code loaded (nor
-    # pyarrow, ~0.1 s); that loads once it listens
-    assert seen == {"before": {"lastgood.ui": False, "pyarrow": False},
-                    "after": {"lastgood.ui": True, "lastgood.ui.server": True, "lastgood.ui.overview": True}}
+    # nothing of the first page before the server listens; its queries and modules once it does
+    assert seen == {"before": {"modules": [False, False], "queries read ahead": 0},
+                    "after": {"modules": [True, True], "queries read ahead": len(page_queries.OVERVIEW)}}
 
 
 def test_the_pages_code_loads_after_streamlits_own_start_hook() -> None:
     import threading
     import types
 
-    from lastgood import webserver
+    from lastgood.ui import webserver
 
     calls: list[str] = []
     done = threading.Event()
@@ -297,7 +301,7 @@ def test_ui_with_a_password_in_the_url_reexecutes_without_it(tmp_path: Path) -> 
 def test_component_manifest_scan_is_skipped(monkeypatch) -> None:
     from streamlit.components.v2 import manifest_scanner
 
-    from lastgood import webserver
+    from lastgood.ui import webserver
 
     monkeypatch.setattr(manifest_scanner, "scan_component_manifests", manifest_scanner.scan_component_manifests)
     assert webserver.skip_component_scan()
@@ -307,7 +311,7 @@ def test_component_manifest_scan_is_skipped(monkeypatch) -> None:
 def test_the_first_element_skips_streamlits_repl_probe(monkeypatch) -> None:
     from streamlit import delta_generator, env_util
 
-    from lastgood import webserver
+    from lastgood.ui import webserver
 
     monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
     probes: list[bool] = []
@@ -321,7 +325,7 @@ def test_page_runs_skip_streamlits_full_garbage_collection() -> None:
     from streamlit import config
     from streamlit.web import bootstrap
 
-    from lastgood import webserver
+    from lastgood.ui import webserver
 
     flags = webserver.options("127.0.0.1", free_port())
     try:

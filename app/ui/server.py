@@ -1,4 +1,4 @@
-"""The dashboard process's hooks around each page run (the server itself: lastgood.webserver;
+"""The dashboard process's hooks around each page run (the server itself: lastgood.ui.webserver;
 the start-up refresh: lastgood.serve).
 
 Around every page run (:func:`page_run`, used by the router) the index stays open and the

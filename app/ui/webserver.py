@@ -1,15 +1,13 @@
-"""Streamlit's server in ``lastgood ui``'s own interpreter, listening before the pages' code loads.
+"""Streamlit's server in ``lastgood ui``'s own interpreter, listening before the first page's work.
 
 ``streamlit run`` is a thin shell over :func:`streamlit.web.bootstrap.run`: it loads the config
 options given as flags, then runs the server's event loop in the main thread, where it installs
 its SIGTERM/SIGINT/SIGQUIT handlers (they stop the server; :func:`run` then returns). Calling it
 here serves the dashboard without a second interpreter importing everything again.
 
-The server starts with Streamlit alone imported. The dashboard's own code (``lastgood.ui``:
-pyarrow, the page helpers) and the first page's queries load in a thread once the server
-listens (:func:`run`'s ``when_listening``), while the browser loads and compiles the
-dashboard's static files, a wait in which this process is otherwise idle; the first page run
-finds them imported. This module imports no streamlit until :func:`run`.
+The first page's queries and its page modules load in a thread once the server listens
+(:func:`run`'s ``when_listening``), while the browser loads and compiles the dashboard's static
+files, a wait in which this process is otherwise idle; the first page run finds them ready.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ENTRY = Path(__file__).resolve().parent / "streamlit_app.py"
+ENTRY = Path(__file__).resolve().parent.parent / "streamlit_app.py"
 
 
 def options(host: str, port: int) -> dict[str, object]:
@@ -105,9 +103,9 @@ def _in_thread(action: Callable[[], None]) -> None:
 
 
 def load_pages(index_path: str, first_store_id: int | None) -> None:
-    """The dashboard's code and its first page's queries, ahead of the browser's first request:
-    the Overview's queries in their own thread (DuckDB runs them without the interpreter lock)
-    while the page modules are imported here. ``first_store_id``: the store the first page shows,
+    """The first page's queries and code, ahead of the browser's first request: the Overview's
+    queries in their own thread (DuckDB runs them without the interpreter lock) while the page
+    modules are imported here. ``first_store_id``: the store the first page shows,
     when the index holds it (None: a never-seen store, being indexed meanwhile)."""
     if first_store_id is not None:
         from lastgood import page_queries
