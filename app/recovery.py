@@ -203,15 +203,22 @@ def _warn_broken_journal(store: OpenStore, plan: Plan, entries: list[dict[str, A
     end, is said in every plan: the action still appends, but its history can no longer be
     trusted as a record."""
     entries = backend(store).journal_entries() if entries is None else entries
-    chain = jr.verify_chain(entries)
-    lost = []
-    if catalog is not None:
-        with catalog.connect() as con:
-            lost = lost_entries(con, store.store_id, entries)
-    if not chain.ok or lost:
+    if not journal_chain(store, entries, catalog).ok:
         plan.warnings.append("the store's journal chain is BROKEN (an entry was edited, removed or "
                              "damaged): `lastgood journal STORE` shows where")
     return plan
+
+
+def journal_chain(store: OpenStore, entries: list[dict[str, Any]], catalog: Catalog | None = None
+                  ) -> jr.ChainReport:
+    """The journal's hash chain; with the ``catalog`` that indexed the store, entries lost from
+    its end (:func:`lost_entries`) break it too."""
+    chain = jr.verify_chain(entries)
+    if catalog is None:
+        return chain
+    with catalog.connect() as con:
+        lost = lost_entries(con, store.store_id, entries)
+    return jr.ChainReport(chain.ok and not lost, chain.entries, [*lost, *chain.problems])
 
 
 def undone_actions(entries: list[dict[str, Any]]) -> dict[str, str]:
@@ -508,11 +515,7 @@ def journal_report(store: OpenStore, run_id: str | None = None, action: str | No
     that indexed the store, entries lost from the journal's end are problems too."""
     writer = backend(store)
     entries = writer.journal_entries()
-    chain = jr.verify_chain(entries)
-    if catalog is not None:
-        with catalog.connect() as con:
-            lost = lost_entries(con, store.store_id, entries)
-        chain = jr.ChainReport(chain.ok and not lost, chain.entries, [*lost, *chain.problems])
+    chain = journal_chain(store, entries, catalog)
     shown = [e for e in entries if (run_id is None or e.get("run_id") == run_id)
              and (action is None or e.get("action") == action)]
     pending = getattr(writer, "pending", lambda: [])()
@@ -574,26 +577,33 @@ def _write_marks(con: Any, store_id: int, marks: Mapping[jr.MarkKey, jr.Mark]) -
 
 def _remember_tip(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:
     """Keep the furthest journal entry this index has read; a journal that lost it keeps the old
-    one (the loss stays reported: :func:`lost_entries`)."""
+    one (the loss stays reported: :func:`lost_entries`). A reopen writes nothing."""
     last = entries[-1] if entries else None
-    if last is None or not last.get("hash") or lost_entries(con, store_id, entries):
+    seen = _seen_tip(con, store_id)
+    if last is None or not last.get("hash") or _lost(entries, seen):
         return
-    seq, digest = int(last.get("seq") or len(entries)), str(last["hash"])
-    if con.execute("SELECT 1 FROM journal_tips WHERE store_id = ? AND seq = ? AND hash = ?",
-                   [store_id, seq, digest]).fetchone() is None:  # a reopen writes nothing
+    tip = (int(last.get("seq") or len(entries)), str(last["hash"]))
+    if seen is None or tuple(seen[:2]) != tip:
         con.execute("INSERT OR REPLACE INTO journal_tips VALUES (?, ?, ?, ?, now())",
-                    [store_id, seq, digest, last.get("id")])
+                    [store_id, *tip, last.get("id")])
 
 
 def lost_entries(con: Any, store_id: int, entries: list[dict[str, Any]]) -> list[str]:
     """A problem when the journal no longer holds the furthest entry this index read from it:
     entries were removed from its end (or the end rewritten). Its hash chain cannot show that:
     what is left still links. Empty when it holds it, or nothing was read before."""
-    row = con.execute("SELECT seq, hash, action_id, seen_at FROM journal_tips WHERE store_id = ?",
-                      [store_id]).fetchone()
-    if row is None:
+    return _lost(entries, _seen_tip(con, store_id))
+
+
+def _seen_tip(con: Any, store_id: int) -> tuple[Any, ...] | None:
+    return con.execute("SELECT seq, hash, action_id, seen_at FROM journal_tips WHERE store_id = ?",
+                       [store_id]).fetchone()
+
+
+def _lost(entries: list[dict[str, Any]], seen: tuple[Any, ...] | None) -> list[str]:
+    if seen is None:
         return []
-    seq, digest, action_id, seen_at = row
+    seq, digest, action_id, seen_at = seen
     kept = entries[seq - 1] if 0 < seq <= len(entries) else None
     if kept is not None and kept.get("hash") == digest:
         return []
