@@ -69,7 +69,8 @@ def _redact_table(table: pa.Table) -> pa.Table:
     for i, column in enumerate(table.schema):
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             values = table.column(i).to_pylist()
-            redacted_values = [redact_text(v) if v is not None else None for v in values]
+            redact = _run_or_handle if column.name == "run_id" else redact_text
+            redacted_values = [redact(v) if v is not None else None for v in values]
             if redacted_values != values:
                 table = table.set_column(i, column.with_type(pa.string()),
                                          overview_tables.text_array(redacted_values))
@@ -82,8 +83,15 @@ def _redact_frame(frame: Any) -> Any:
     out = frame.copy()
     for column in out.columns:
         if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
-            out[column] = out[column].map(lambda v: redact_text(v) if isinstance(v, str) else v)
+            redact = _run_or_handle if column == "run_id" else redact_text
+            out[column] = out[column].map(lambda v: redact(v) if isinstance(v, str) else v)
     return out
+
+
+def _run_or_handle(run_id: str) -> str:
+    """A run id as pages show and select it: a secret-shaped one becomes its handle (unique, and
+    accepted by every query that filters by run), never a mask that would pick nothing."""
+    return run_id if redact_text(run_id) == run_id else queries.run_handle(run_id)
 
 
 # ---- the first page's queries, ahead of it ----------------------------------------------

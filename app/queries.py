@@ -149,7 +149,12 @@ def _session_zone(catalog: Catalog) -> str:
 def _where(store_id: int, **filters: Any) -> tuple[str, list[Any]]:
     clauses, params = ["store_id = ?"], [store_id]
     for column, value in filters.items():
-        if value is not None:
+        if value is None:
+            continue
+        if column == "run_id" and is_handle(value):  # a secret-shaped run, named by its handle
+            clauses.append(f"(run_id = ? OR {_RUN_HANDLE_SQL} = ?)")
+            params += [value, value[len(HANDLE_PREFIX):]]
+        else:
             clauses.append(f"{column} = ?")
             params.append(value)
     return " AND ".join(clauses), params
@@ -210,6 +215,23 @@ def checkpoint_handle(run_id: str, namespace: str, checkpoint_id: str) -> str:
 
     digest = hashlib.sha256(f"{run_id}\0{namespace}\0{checkpoint_id}".encode("utf-8", "surrogatepass"))
     return HANDLE_PREFIX + digest.hexdigest()[:HANDLE_LENGTH]
+
+
+_RUN_HANDLE_SQL = f"substr(sha256(run_id), 1, {HANDLE_LENGTH})"
+
+
+def run_handle(run_id: str) -> str:
+    """A non-secret name for a run (``key:`` + 24 hex digits of a sha256 of its id): pages show
+    and select a secret-shaped run by it, and every query that filters by run accepts it."""
+    import hashlib
+
+    return HANDLE_PREFIX + hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:HANDLE_LENGTH]
+
+
+def is_handle(text: str) -> bool:
+    digest = text[len(HANDLE_PREFIX):]
+    return (text.startswith(HANDLE_PREFIX) and len(digest) == HANDLE_LENGTH
+            and all(c in "0123456789abcdef" for c in digest))
 
 
 def _by_handle(catalog: Catalog, store_id: int, ref: str) -> list[dict[str, Any]]:

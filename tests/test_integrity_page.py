@@ -218,3 +218,32 @@ def test_runs_are_counted_as_the_overview_counts_them(tmp_path: Path, monkeypatc
     assert overview_runs == str(len(threads))
     assert metrics["Damaged runs"].endswith(f"of {len(threads)}")
     assert metrics["Runs with a last good"] == f"{sum(1 for r in runs if not r['namespace'] and r['last_good'])} of {len(threads)}"
+
+
+def test_a_secret_shaped_run_is_picked_and_drawn_on_the_timeline_by_its_handle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose id is secret-shaped is listed by its handle (never a mask shared by every such
+    run): picking it draws its own checkpoints, whichever run the picker starts on."""
+    from datetime import timedelta
+
+    from lastgood.queries import run_handle
+    from lastgood.readers.native_writer import NativeWriter
+    from tests.helpers import SECRET, T0
+    from tests.test_pages import rendered_text
+
+    store, home = tmp_path / "store", tmp_path / "home"
+    writer = NativeWriter(str(store), codec="json")
+    for run, count in ((SECRET, 3), (SECRET + "-2", 5), ("plain-run", 2)):
+        for step in range(count):
+            writer.save(run, {"step": step}, step=step, created_at=T0 + timedelta(minutes=step))
+    assert lastgood_cli("index", str(store), home=home).returncode == 0
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([normalize_url(str(store))]))
+    at = _run(TIMELINE)
+    picker = at.selectbox(key="tl_run")
+    for run, count in ((SECRET, 3), (SECRET + "-2", 5), ("plain-run", 2)):
+        shown = run if run == "plain-run" else run_handle(run)
+        assert shown in picker.options or any(shown in o for o in picker.options), (shown, picker.options)
+        at.selectbox(key="tl_run").set_value(shown).run()
+        assert any(f"{count} checkpoint(s)" in c.value for c in at.caption), run
+        assert SECRET not in rendered_text(at)
