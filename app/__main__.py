@@ -2,11 +2,11 @@
 
 import sys
 
-from lastgood.prefetch import prefetch_command
+from lastgood.index.prefetch import prefetch_command
 
-prefetch_command(sys.argv[1:])  # before lastgood.cli's imports (see lastgood.prefetch)
+prefetch_command(sys.argv[1:])  # before lastgood.cli.main's imports (see lastgood.index.prefetch)
 
-from lastgood.cli import entry  # noqa: E402
+from lastgood.cli.main import entry  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(entry())

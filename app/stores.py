@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from lastgood import attached
-from lastgood.catalog import Catalog, RefreshReport
+from lastgood.index import attached
+from lastgood.index.catalog import Catalog, RefreshReport
 from lastgood.credentials import Vault, split_url
 from lastgood.config import Settings, load_settings
 from lastgood.errors import UsageError
-from lastgood.verify import VerifyReport, count_to_check, verify_store
+from lastgood.integrity.verify import VerifyReport, count_to_check, verify_store
 from lastgood.readers.base import Reader
 from lastgood.readers.registry import display_url, open_reader
 
@@ -25,7 +25,7 @@ CHECK_DEPTHS = ("auto", "data", "structure", "none")
 AUTO_DATA_BYTES = 16 * 2**20
 # every refresh runs the catalog-level structure checks (lineage, codecs, saves, heads); the walk of
 # the blob files (presence and size of each) runs automatically only for stores of at most
-# lastgood.readers.native_structure.AUTO_WALK_ENTRIES checkpoints (LASTGOOD_AUTO_WALK_ENTRIES;
+# lastgood.readers.native.structure.AUTO_WALK_ENTRIES checkpoints (LASTGOOD_AUTO_WALK_ENTRIES;
 # beyond: pending until `lastgood verify STORE` or a data check)
 Progress = Callable[[int, int | None], None]
 
@@ -60,7 +60,7 @@ def normalize_url(url: str) -> str:
     not by whichever directory a later command runs in, and symbolic links on the way are
     followed (a store opened through a link and by its own path is one store)."""
     if url.startswith(("file://", "sqlite://")):
-        from lastgood.readers.langgraph_sqlite import sqlite_path  # the file:// and sqlite:// rules
+        from lastgood.readers.langgraph.sqlite import sqlite_path  # the file:// and sqlite:// rules
 
         return os.path.realpath(sqlite_path(url))
     if "://" in url:
@@ -169,7 +169,7 @@ def blobs_pending(catalog: Catalog, store_id: int) -> int:
 def auto_walk_entries() -> int:
     """Stores of at most this many checkpoints get their blob files walked on every refresh
     (``LASTGOOD_AUTO_WALK_ENTRIES`` overrides it; the rule lives beside the walk)."""
-    from lastgood.readers.native_structure import auto_walk_entries as limit
+    from lastgood.readers.native.structure import auto_walk_entries as limit
 
     return limit()
 
@@ -184,8 +184,8 @@ def auto_data_bytes() -> int:
 
 
 def _sync_recovery_marks(catalog: Catalog, store: OpenStore) -> None:
-    """Quarantined/superseded statuses come from the store's journal (lastgood.recovery)."""
-    from lastgood.recovery import sync_marks
+    """Quarantined/superseded statuses come from the store's journal (lastgood.recovery.plan)."""
+    from lastgood.recovery.plan import sync_marks
 
     sync_marks(catalog, store)
 

@@ -151,13 +151,14 @@ STAGES = r"""
 import gc, json, sys, time
 T = time.process_time
 t0 = T()
-from lastgood.cli import build_parser
+from lastgood.cli.main import build_parser
 from lastgood.config import load_settings
 from lastgood.stores import open_catalog, open_store
-from lastgood import investigate as inv, output
-from lastgood.diff import diff_states
-from lastgood.readers.langgraph_serde import shared_decoding
-import lastgood.readers.validate as validate
+from lastgood.investigate import history as inv
+from lastgood.cli import output
+from lastgood.investigate.diff import diff_states
+from lastgood.readers.langgraph.serde import shared_decoding
+import lastgood.readers.common.validate as validate
 t1 = T()
 gc.disable()  # as lastgood diff does while it decodes and diffs
 catalog = open_catalog(load_settings(sys.argv[2]))

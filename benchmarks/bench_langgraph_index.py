@@ -199,7 +199,7 @@ def warm_page_cache(db: Path) -> float:
 
 def lastgood_command() -> list[str]:
     script = Path(sys.executable).with_name("lastgood")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "lastgood.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lastgood.cli.main"]
 
 
 def cli_index(db: Path, home: Path, *options: str) -> ChildResult:

@@ -88,7 +88,7 @@ import json, sys, time
 from pathlib import Path
 import pyarrow.parquet as pq
 sys.path.insert(0, sys.argv[1])
-from lastgood.readers import native_format as nf
+from lastgood.readers.native import format as nf
 store, target = Path(sys.argv[2]), Path(sys.argv[3])
 started = time.perf_counter()
 n = 0
@@ -198,7 +198,7 @@ def export_catalog(store: Path) -> tuple[Path, int]:
 
 def lastgood_command() -> list[str]:
     script = Path(sys.executable).with_name("lastgood")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "lastgood.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lastgood.cli.main"]
 
 
 IDLE: list[float] = []  # idle CPU share seen just before each measurement
@@ -385,8 +385,8 @@ def details(m: dict[str, Any], entries: int, store_info: dict[str, Any], jsonl: 
         ("How the cold index works: the store's one compacted part is copied into the index's home "
          "(`$LASTGOOD_HOME/parts/`, ~40 ms), the copy is read once by DuckDB to validate every row and count "
          "what the catalog checks would look at (unknown codecs and odd locations, parents missing or going "
-         "back, ids in several runs, size spikes, events: `lastgood.readers.native_profile`), and the index's "
-         "`checkpoints` view reads the copy in place (`lastgood.attached`): no row is copied into DuckDB. "
+         "back, ids in several runs, size spikes, events: `lastgood.readers.native.profile`), and the index's "
+         "`checkpoints` view reads the copy in place (`lastgood.index.attached`): no row is copied into DuckDB. "
          "A count that is not zero runs that check's own query; the first write that gives one checkpoint a "
          "status of its own copies the rows into the index's table (~1 s per million)."),
         (f"Store: {entries:,} checkpoints in {store_info['runs']:,} runs "

@@ -64,7 +64,7 @@ from bench_ui_open import (
     wait_for_listener,
     watch_script,
 )
-from lastgood.figures import compact  # the Overview's metric format (1.0M)
+from lastgood.display.figures import compact  # the Overview's metric format (1.0M)
 from common import (
     ROOT,
     Samples,

@@ -56,8 +56,9 @@ TARGET_MS = 100.0
 CHILD = r"""
 import json, sqlite3, sys, time
 from pathlib import Path
-from lastgood import queries, recovery
-from lastgood.catalog import Catalog
+from lastgood.index import queries
+from lastgood.recovery import plan as recovery
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
 
 db, home, repeat = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])

@@ -26,7 +26,7 @@ LASTGOOD = Path(sys.executable).with_name("lastgood")
 
 WRITE = """
 import sys
-from lastgood.readers.native_writer import NativeWriter, SaveRequest
+from lastgood.readers.native.writer import NativeWriter, SaveRequest
 n = int(sys.argv[2])
 w = NativeWriter(sys.argv[1], full_every=n + 1)
 w.save_many(SaveRequest("long", {"turn": i, "log": [i % 7, "x"], "note": f"step {i}"}) for i in range(n))
@@ -34,7 +34,7 @@ print(w.head("long")["checkpoint_id"])
 """
 LOAD = """
 import sys
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 assert NativeWriter(sys.argv[1]).load_head_state("long")["turn"] == int(sys.argv[2]) - 1
 """
 

@@ -69,7 +69,7 @@ S3_TARGET = 5.0
 
 WRITE_STORE = """
 import sys
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 url, codec, runs, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 options = {"endpoint_url": sys.argv[5], "key": "testing", "secret": "testing"} if len(sys.argv) > 5 else None
 writer = NativeWriter(url, options, codec=codec, full_every=1)

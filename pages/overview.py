@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from lastgood import svg_charts, ui
+from lastgood import ui
+from lastgood.display import svg_charts
 from lastgood.ui import overview, progressive
 
 st.title("Overview")

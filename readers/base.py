@@ -218,7 +218,7 @@ class ParquetSource:
     paths: tuple[str, ...]
     num_rows: int
     # a copy the reader took for the index (Reader.snapshot_dir), validated after it was
-    # taken: the index may keep it and read it in place (lastgood.attached)
+    # taken: the index may keep it and read it in place (lastgood.index.attached)
     private: bool = False
     profile: Any = None  # what one pass over the part found (readers.native_profile.PartProfile)
 
@@ -268,7 +268,7 @@ class Reader(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     # where the index takes private copies of big compacted parts it reads in place
-    # (lastgood.attached), and from what size; None: the reader takes no copies
+    # (lastgood.index.attached), and from what size; None: the reader takes no copies
     snapshot_dir: str | None = None
     snapshot_min_bytes: int = 0
 

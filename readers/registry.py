@@ -20,9 +20,9 @@ from lastgood.errors import MissingDependency, ReaderError, LastgoodError, Store
 from lastgood.readers.base import Reader
 
 BUILTIN_READERS: dict[str, str] = {
-    "native": "lastgood.readers.native:NativeReader",
-    "langgraph-sqlite": "lastgood.readers.langgraph_sqlite:LangGraphSqliteReader",
-    "langgraph-postgres": "lastgood.readers.langgraph_postgres:LangGraphPostgresReader",
+    "native": "lastgood.readers.native.reader:NativeReader",
+    "langgraph-sqlite": "lastgood.readers.langgraph.sqlite:LangGraphSqliteReader",
+    "langgraph-postgres": "lastgood.readers.langgraph.postgres:LangGraphPostgresReader",
 }
 
 # top-level module that may be missing -> extra that provides it

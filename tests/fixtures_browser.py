@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from lastgood.config import load_settings
-from lastgood.output import short_bytes
+from lastgood.cli.output import short_bytes
 from lastgood.stores import index_store, open_catalog
-from lastgood.readers.native_writer import NativeWriter, SavedCheckpoint
+from lastgood.readers.native.writer import NativeWriter, SavedCheckpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-SECRET-7f3a9c2e5b8d1f4a6c0e"

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_STORE = ROOT / "sample_data" / "agents"

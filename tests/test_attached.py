@@ -1,4 +1,4 @@
-"""Compacted parts the index reads in place (lastgood.attached, readers.native_profile).
+"""Compacted parts the index reads in place (lastgood.index.attached, readers.native_profile).
 
 Every test compares an index that attached the part with one that copied its rows
 (the attach threshold set out of reach): both must hold the same rows, statuses and
@@ -18,12 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lastgood import attached, queries
-from lastgood.catalog import Catalog
-from lastgood.readers import native_format as nf
-from lastgood.readers.native_profile import part_profile
-from lastgood.readers.native_writer import NativeWriter
-from lastgood.recovery import apply_plan, plan_quarantine
+from lastgood.index import attached
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
+from lastgood.readers.native import format as nf
+from lastgood.readers.native.profile import part_profile
+from lastgood.readers.native.writer import NativeWriter
+from lastgood.recovery.plan import apply_plan, plan_quarantine
 from lastgood.stores import index_store, open_store
 from tests.helpers import write_store
 
@@ -261,7 +262,7 @@ def test_the_views_columns_are_the_tables(tmp_path: Path) -> None:
 def test_an_index_from_before_the_view_keeps_its_rows(tmp_path: Path) -> None:
     """Migration 5 renames the table the earlier ones made and puts the view in its place: an
     index written by the previous release opens with every row, and writes go on working."""
-    from lastgood.catalog import MIGRATIONS
+    from lastgood.index.catalog import MIGRATIONS
 
     url = str(tmp_path / "store")
     write_store(url, runs=2, steps=4)

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from lastgood import investigate as inv
-from lastgood.catalog import Catalog
+from lastgood.investigate import history as inv
+from lastgood.index.catalog import Catalog
 from lastgood.errors import UsageError
-from lastgood.predicate_sql import evaluate, parse_sql
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.investigate.predicate_sql import evaluate, parse_sql
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.stores import index_store
 from tests.helpers import T0, lastgood_cli
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import duckdb
 
-from lastgood import queries
-from lastgood.catalog import MIGRATIONS, Catalog
+from lastgood.index import queries
+from lastgood.index.catalog import MIGRATIONS, Catalog
 from lastgood.stores import index_store
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import agent_state, write_store
 
 
@@ -170,7 +170,7 @@ def test_the_index_is_written_in_row_groups_of_its_own_size(tmp_path: Path) -> N
     """Every connection attaches the index with ROW_GROUP_SIZE rows per row group (a bulk insert of
     more is written while it runs, not by its commit); another Catalog of the same file in this
     process, its cursors, and a plain DuckDB connection after both closed all see the same rows."""
-    from lastgood.catalog import ROW_GROUP_SIZE
+    from lastgood.index.catalog import ROW_GROUP_SIZE
 
     path = tmp_path / "home" / "index.duckdb"
     rows = ROW_GROUP_SIZE + 1_000

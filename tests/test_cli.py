@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lastgood import queries
+from lastgood.index import queries
 from tests.helpers import SAMPLE_STORE, load_manifest, lastgood_cli, write_store
 
 LS_KEYS = {"run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at", "trigger",
@@ -131,10 +131,11 @@ def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...], tmp_path: P
 
 
 def test_ls_names_the_statuses_it_knows(sample_home: Path) -> None:
-    from lastgood import cli
+    from lastgood.cli import main as cli
     from lastgood.readers.base import STATUSES
 
-    from lastgood import cli_recovery, journal
+    from lastgood.cli import recovery as cli_recovery
+    from lastgood.readers import journal
 
     assert cli.LISTED_STATUSES == STATUSES and cli_recovery.JOURNAL_ACTIONS == journal.ACTIONS
     done = lastgood_cli("ls", str(SAMPLE_STORE), "--status", "bogus", home=sample_home)

@@ -1,5 +1,5 @@
 """The ``lastgood`` console script ends without the interpreter's teardown once a command is
-done (lastgood.cli.end_now): the index's changes are in its file, the output is complete, the
+done (lastgood.cli.main.end_now): the index's changes are in its file, the output is complete, the
 exit code is the command's — and it waits as usual while a thread or a child still works."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import duckdb
 
-from lastgood import cli
+from lastgood.cli import main as cli
 from tests.helpers import lastgood_cli, write_store
 
 END_NOW = textwrap.dedent("""
     import sys
-    from lastgood.catalog import Catalog
-    from lastgood.cli import end_now
+    from lastgood.index.catalog import Catalog
+    from lastgood.cli.main import end_now
     catalog = Catalog(sys.argv[1])  # keeps its connection open
     with catalog.connect() as con:
         con.execute("INSERT INTO stores (url) VALUES ('file:///written-before-the-end')")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lastgood.catalog import Catalog
+from lastgood.index.catalog import Catalog
 from lastgood.errors import DecodeError
 from lastgood.stores import index_store
-from lastgood import queries
+from lastgood.index import queries
 from lastgood.readers.base import as_table, CHECKPOINT_SCHEMA, EVENT_SCHEMA, Reader, record_from_row
 from lastgood.readers.registry import BUILTIN_READERS, open_reader, pick_reader
 from tests.helpers import write_store

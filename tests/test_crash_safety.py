@@ -11,15 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from lastgood.catalog import Catalog
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
-from lastgood import queries
+from lastgood.index import queries
 from lastgood.readers.base import as_table, record_from_row
-from lastgood.readers.native import NativeReader
+from lastgood.readers.native.reader import NativeReader
 
 WRITER = """
 import sys
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 w = NativeWriter(sys.argv[1], full_every=5)
 big = "x" * 200_000
 i = int(sys.argv[2])
@@ -65,7 +65,7 @@ def test_killed_writer_never_leaves_a_listed_partial_checkpoint(tmp_path: Path) 
 def test_writer_resumes_after_a_crash(tmp_path: Path) -> None:
     store = tmp_path / "store"
     run_and_kill(store, 0, random.Random(7))
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.readers.native.writer import NativeWriter
 
     writer = NativeWriter(str(store))
     head = writer.head("run-0")

@@ -1,4 +1,4 @@
-"""The one-walk measure of decoded data (readers/validate.py) against the stack walks it replaced.
+"""The one-walk measure of decoded data (readers/common/validate.py) against the stack walks it replaced.
 
 ``measure`` answers ``cost`` and ``depth_exceeds`` level by level with the per-value work
 in C; these tests hold it to the plain definitions on random values, and check that deep,
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
-from lastgood.readers import native_format as nf
-from lastgood.readers import validate
+from lastgood.readers.native import format as nf
+from lastgood.readers.common import validate
 
 
 def reference_cost(value: Any, budget: int = limits.MAX_STATE_COST) -> int:

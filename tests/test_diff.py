@@ -9,8 +9,8 @@ from deepdiff import DeepDiff
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lastgood.diff import Change, DiffResult, diff_states, render_text
-from lastgood.diff_apply import apply_changes
+from lastgood.investigate.diff import Change, DiffResult, diff_states, render_text
+from lastgood.investigate.diff_apply import apply_changes
 
 quick = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -291,7 +291,7 @@ secret_trees = st.recursive(st.one_of(secretish, st.integers(), st.none()), lamb
 @quick
 @given(secret_trees, st.one_of(st.none(), secretish))
 def test_reported_values_are_redacted_exactly_like_lastgood_redact(value, key):
-    from lastgood.diff_values import redact_value as _redact_value
+    from lastgood.investigate.diff_values import redact_value as _redact_value
     from lastgood.redact import redact
 
     expected = redact({key: value})[redact(key)] if isinstance(key, str) else redact(value)
@@ -367,7 +367,7 @@ def test_redaction_anchors_survive_json_escaping():
 def test_equal_values_fingerprint_equal_however_their_parts_are_shared():
     """Two decodes of one message share their strings differently; marshal's format 3+
     would write back-references for the shared ones and tell them apart."""
-    from lastgood.diff import _Fingerprints
+    from lastgood.investigate.diff import _Fingerprints
 
     text = "".join(["tool ", "result"])
     shared = [{"content": text, "name": text}, text]
@@ -380,7 +380,7 @@ def test_equal_values_fingerprint_equal_however_their_parts_are_shared():
 
 
 def test_equal_each_compares_only_the_pairs_that_are_not_one_object():
-    from lastgood.diff import _Fingerprints
+    from lastgood.investigate.diff import _Fingerprints
 
     shared, deep_a, deep_b = {"id": 1}, [], []
     for _ in range(3000):  # beyond marshal's depth limit: the per-pair fallback answers
@@ -400,8 +400,8 @@ def test_lastgood_diff_of_two_langgraph_states_imports_no_pyarrow_or_numpy(tmp_p
     import subprocess
     import sys
 
-    from lastgood.catalog import Catalog
-    from lastgood.investigate import diff_checkpoints
+    from lastgood.index.catalog import Catalog
+    from lastgood.investigate.history import diff_checkpoints
     from lastgood.stores import index_store
     from tests.helpers import lastgood_cli
     from tests.langgraph_graphs import write_sqlite_store
@@ -410,7 +410,7 @@ def test_lastgood_diff_of_two_langgraph_states_imports_no_pyarrow_or_numpy(tmp_p
     history = write_sqlite_store(db, extra=False).expected[("tools-1", "")]
     first, last = history[-1]["checkpoint_id"], history[0]["checkpoint_id"]
     assert lastgood_cli("index", str(db), home=home).returncode == 0
-    probe = ("import json, sys; from lastgood.cli import main\n"
+    probe = ("import json, sys; from lastgood.cli.main import main\n"
              "sys.argv = ['lastgood', 'diff', *sys.argv[1:], '--format', 'json']\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              "print(json.dumps(['pyarrow' in sys.modules, 'numpy' in sys.modules]))")
@@ -431,7 +431,7 @@ def test_lastgood_diff_refreshes_the_index_only_when_it_cannot_name_both_checkpo
     refreshes the index first."""
     import duckdb
 
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.readers.native.writer import NativeWriter
     from tests.helpers import lastgood_cli, tree_digest
 
     url, home = str(tmp_path / "store"), tmp_path / "home"

@@ -245,9 +245,9 @@ def test_restore_rollback_and_quarantine_links_for_a_and_b(app_env: DemoStore) -
 def two_stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A LangGraph SQLite database written by real graphs, and a native store whose run ``copy``
     holds the state of the LangGraph thread ``tools-1``'s head (then one edited message)."""
-    from lastgood import investigate as inv
-    from lastgood.catalog import Catalog
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.investigate import history as inv
+    from lastgood.index.catalog import Catalog
+    from lastgood.readers.native.writer import NativeWriter
     from lastgood.stores import index_store
     from tests.langgraph_graphs import write_sqlite_store
 
@@ -300,8 +300,8 @@ def test_b_from_another_store_by_link_and_by_picker(two_stores: dict[str, str],
 
 
 def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lastgood.catalog import Catalog
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.index.catalog import Catalog
+    from lastgood.readers.native.writer import NativeWriter
     from lastgood.stores import index_store
 
     writer = NativeWriter(str(tmp_path / "s"), codec="json")
@@ -324,8 +324,8 @@ def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypat
 
 def test_field_over_time_follows_the_conversation_until_a_path_is_typed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lastgood.catalog import Catalog
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.index.catalog import Catalog
+    from lastgood.readers.native.writer import NativeWriter
     from lastgood.stores import index_store
 
     writer = NativeWriter(str(tmp_path / "s"), codec="json")

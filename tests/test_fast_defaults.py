@@ -21,11 +21,11 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-import lastgood.readers.langgraph_sqlite as lg_sqlite
-from lastgood.catalog import Catalog
+import lastgood.readers.langgraph.sqlite as lg_sqlite
+from lastgood.index.catalog import Catalog
 from lastgood.readers.base import CheckpointRecord
-from lastgood.readers.langgraph_postgres import LangGraphPostgresReader
-from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader
+from lastgood.readers.langgraph.postgres import LangGraphPostgresReader
+from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader
 from lastgood.stores import index_store
 from tests.helpers import lastgood_cli, rows_and_findings
 from tests.langgraph_graphs import build_error, build_tools
@@ -147,7 +147,7 @@ def test_index_right_after_a_listing_records_its_structure_check_without_the_key
     """The index's structure check of a just-listed DB is answered by the listing and
     recorded by one SQL predicate (no key round trip); its findings, statuses and
     ``verified`` marks are exactly those of the store-asked check."""
-    import lastgood.verify as verify
+    import lastgood.integrity.verify as verify
 
     path = tmp_path / "damaged.sqlite"
     path.write_bytes(small_and_big[0].read_bytes())

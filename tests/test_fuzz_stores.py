@@ -36,9 +36,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lastgood.cli import main
-from lastgood.readers import native_format as nf
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.cli.main import main
+from lastgood.readers.native import format as nf
+from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import ROOT, T0, agent_state, tree_digest
 
 SCALE = float(os.environ.get("LASTGOOD_FUZZ_SCALE", "1"))

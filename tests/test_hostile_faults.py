@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lastgood.cli import main
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.cli.main import main
+from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import SAMPLE_STORE, T0, lastgood_cli, write_store
 
 ESC = "\x1b"
@@ -100,7 +100,7 @@ def test_index_during_concurrent_compactions_reads_a_consistent_snapshot(tmp_pat
     write_store(str(store), runs=2, steps=4)
     script = f"""
 import time
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 w = NativeWriter({str(store)!r})
 end = time.monotonic() + 25
 i = 0

@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from lastgood import limits
-from lastgood.cli import main
-from lastgood.readers import native_format as nf
-from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.cli.main import main
+from lastgood.readers.native import format as nf
+from lastgood.readers.common.jsonpatch import PatchError, apply_patch_sized
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.redact import TOO_DEEP, redact
 from tests.helpers import T0, tree_digest, write_store
 
@@ -120,8 +120,8 @@ def test_symlinked_store_folder_inside_the_root_still_reads(store: Path, tmp_pat
 
 
 def test_a_store_reached_through_a_link_and_by_its_path_is_one_store(store: Path, tmp_path: Path) -> None:
-    from lastgood import queries
-    from lastgood.catalog import Catalog
+    from lastgood.index import queries
+    from lastgood.index.catalog import Catalog
     from tests.helpers import lastgood_cli
 
     link = tmp_path / "link-to-store"
@@ -362,7 +362,7 @@ def test_a_cycle_of_incremental_envelopes_is_a_finding(tmp_path: Path,
 def test_a_long_incremental_chain_loads_and_verifies(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """2,000 links (the old recursive reader died at ~330); 50,000 in benchmarks/bench_soak.py."""
-    from lastgood.readers.native_writer import SaveRequest
+    from lastgood.readers.native.writer import SaveRequest
 
     root = tmp_path / "chain"
     writer = NativeWriter(str(root), full_every=10**9)
@@ -381,7 +381,7 @@ def test_a_long_incremental_chain_loads_and_verifies(tmp_path: Path,
 def test_msgpack_maps_with_unhashable_keys_decode_as_data() -> None:
     import msgpack
 
-    from lastgood.readers.langgraph_serde import decode_msgpack
+    from lastgood.readers.langgraph.serde import decode_msgpack
 
     data = msgpack.packb({(1, 2): "tuple", b"raw": "bytes"}, use_bin_type=True)
     assert nf.decode_payload(data, "msgpack") == {"[1, 2]": "tuple", "raw": "bytes"}

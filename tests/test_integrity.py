@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from lastgood import queries
-from lastgood.catalog import Catalog
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
 from lastgood.checks import Check
 from lastgood.errors import UsageError
-from lastgood.health import last_good, run_health
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.integrity.health import last_good, run_health
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.stores import index_store
-from lastgood.verify import Subset, cycle_members, store_findings, verify_store
+from lastgood.integrity.verify import Subset, cycle_members, store_findings, verify_store
 from tests.helpers import SAMPLE_STORE, agent_state, lastgood_cli, load_manifest, write_store
 from tests.langgraph_graphs import write_sqlite_store
 
@@ -172,10 +172,10 @@ def test_runs_reports_last_good_per_run_and_unverified_until_data_checked(tmp_pa
 def test_content_checks_nan_drift_and_size_spike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  chunked: bool) -> None:
     if chunked:  # chunks of 2 recorded one by one: drift still compares neighbours across them
-        import lastgood.verify
+        import lastgood.integrity.verify
 
-        monkeypatch.setattr(lastgood.verify, "CHUNK", 2)
-        monkeypatch.setattr(lastgood.verify, "FLUSH_SECONDS", -1.0)
+        monkeypatch.setattr(lastgood.integrity.verify, "CHUNK", 2)
+        monkeypatch.setattr(lastgood.integrity.verify, "FLUSH_SECONDS", -1.0)
     url = str(tmp_path / "store")
     writer = NativeWriter(url, full_every=1)
     states = [agent_state(i) for i in range(8)]
@@ -330,7 +330,7 @@ def test_a_worker_that_dies_leaves_its_chunks_to_the_parent(tmp_path: Path, monk
     and the rest are checked in the parent, with exactly the findings of a run without it."""
     import os
 
-    from lastgood import parallel
+    from lastgood.integrity import parallel
 
     catalog, summary = _damaged_native(tmp_path)
     sid, reader = summary.store.store_id, summary.store.reader
@@ -349,7 +349,7 @@ def test_forked_workers_never_collect_what_they_inherited() -> None:
     import gc
     import multiprocessing
 
-    from lastgood.parallel import _init_worker
+    from lastgood.integrity.parallel import _init_worker
 
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("no fork on this platform: workers are spawned afresh")
@@ -414,7 +414,7 @@ def test_verify_cli_usage_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_background_check_not_yet_counted_says_so_rather_than_checking_0() -> None:
-    from lastgood.background import VerifyJob
+    from lastgood.integrity.background import VerifyJob
 
     job = VerifyJob("index.duckdb", "store", "data")
     assert job.summary() == "full read: checking — counting the checkpoints to read…"

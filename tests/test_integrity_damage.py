@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lastgood import queries
-from lastgood.catalog import Catalog
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
-from lastgood.verify import store_findings, verify_store
+from lastgood.integrity.verify import store_findings, verify_store
 from tests.helpers import write_store
 from tests.langgraph_graphs import write_sqlite_store
 

@@ -1,6 +1,6 @@
 """The native decoders' fast paths (issue #9's full-read throughput) give exactly the exact paths' answers.
 
-``readers/native_format.decode_payload`` tries orjson (JSON) and msgpack with maps built in C
+``readers/native/format.decode_payload`` tries orjson (JSON) and msgpack with maps built in C
 first, checks the bounds with the depth-only walk (``validate.nests_deeper``) when the cost
 cannot exceed the budget, and marks values proven free of NaN/±Inf so the content check
 skips its walk. Each shortcut is held here to the slow path it replaces: same value (and
@@ -21,16 +21,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lastgood import limits, queries
-from lastgood.catalog import Catalog
+from lastgood import limits
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
 from lastgood.checks import Check
-from lastgood.content_checks import non_finite_paths
+from lastgood.integrity.content import non_finite_paths
 from lastgood.errors import DecodeError
-from lastgood.readers import native_format as nf
-from lastgood.readers import validate
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native import format as nf
+from lastgood.readers.common import validate
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.stores import index_store
-from lastgood.verify import _bounded_chunks, store_findings, verify_store
+from lastgood.integrity.verify import _bounded_chunks, store_findings, verify_store
 from tests.test_decode_bounds import Text, reference_depth
 
 

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lastgood import background
+from lastgood.integrity import background
 from lastgood.config import load_settings
 from lastgood.stores import normalize_url
 from tests.helpers import SAMPLE_STORE, lastgood_cli
@@ -140,11 +140,11 @@ def test_the_dashboard_reads_never_read_blobs_in_the_background(tmp_path: Path,
 
 
 def test_timeline_draws_unverified_checkpoints_hollow_and_damaged_ones_as_x(tmp_path: Path) -> None:
-    from lastgood import queries
-    from lastgood.catalog import Catalog
-    from lastgood.figures import TimelineData, timeline_figure
+    from lastgood.index import queries
+    from lastgood.index.catalog import Catalog
+    from lastgood.display.figures import TimelineData, timeline_figure
     from lastgood.stores import index_store
-    from lastgood.verify import verify_store
+    from lastgood.integrity.verify import verify_store
 
     catalog = Catalog(tmp_path / "index.duckdb")
     summary = index_store(catalog, str(SAMPLE_STORE), check="structure")
@@ -171,7 +171,7 @@ def test_a_secret_shaped_run_links_by_a_non_secret_handle(tmp_path: Path, monkey
     index's handle (``key``), never by the id; the link opens that checkpoint and no page shows the secret."""
     from datetime import timedelta
 
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.readers.native.writer import NativeWriter
     from tests.helpers import SECRET, T0
     from tests.test_pages import rendered_text
 
@@ -226,8 +226,8 @@ def test_a_secret_shaped_run_is_picked_and_drawn_on_the_timeline_by_its_handle(
     run): picking it draws its own checkpoints, whichever run the picker starts on."""
     from datetime import timedelta
 
-    from lastgood.queries import run_handle
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.index.queries import run_handle
+    from lastgood.readers.native.writer import NativeWriter
     from tests.helpers import SECRET, T0
     from tests.test_pages import rendered_text
 

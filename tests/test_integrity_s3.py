@@ -9,10 +9,10 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from lastgood import parallel
-from lastgood.catalog import Catalog
+from lastgood.integrity import parallel
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
-from lastgood.verify import store_findings, verify_store
+from lastgood.integrity.verify import store_findings, verify_store
 from tests.helpers import lastgood_cli, write_store
 from tests.test_s3 import make_bucket
 
@@ -75,7 +75,7 @@ def test_s3_full_read_sends_one_get_per_blob_and_fetches_ahead(s3_env: dict[str,
 
     import s3fs
 
-    from lastgood import verify
+    from lastgood.integrity import verify
 
     fs, bucket = make_bucket(s3_env["FSSPEC_S3_ENDPOINT_URL"])
     url = f"s3://{bucket}/agents"

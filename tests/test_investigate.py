@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lastgood import investigate as inv
-from lastgood.catalog import Catalog
+from lastgood.investigate import history as inv
+from lastgood.index.catalog import Catalog
 from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound, UsageError
-from lastgood.investigate import _search
-from lastgood.predicate import parse, resolve_pointer
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.investigate.history import _search
+from lastgood.investigate.predicate import parse, resolve_pointer
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.stores import index_store
 from tests.helpers import SECRET, T0, lastgood_cli, write_store
 from tests.langgraph_graphs import write_sqlite_store

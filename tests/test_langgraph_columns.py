@@ -15,11 +15,13 @@ import pytest
 from lastgood.checks import Check
 from tests.helpers import lastgood_cli
 
-from lastgood.readers.langgraph_common import constant_strings, int64_array, string_array
-from lastgood.readers.langgraph_rows import columns_ok, key_arrays
-from lastgood import prefetch
-from lastgood.readers import langgraph_sqlite, langgraph_sqlite_fetch, langgraph_sqlite_listing
-from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader, missing_parents
+from lastgood.readers.langgraph.common import constant_strings, int64_array, string_array
+from lastgood.readers.langgraph.rows import columns_ok, key_arrays
+from lastgood.index import prefetch
+from lastgood.readers.langgraph import sqlite as langgraph_sqlite
+from lastgood.readers.langgraph import sqlite_fetch as langgraph_sqlite_fetch
+from lastgood.readers.langgraph import sqlite_listing as langgraph_sqlite_listing
+from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader, missing_parents
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = """
@@ -108,7 +110,7 @@ def test_listing_does_not_import_pandas(tmp_path: Path) -> None:
     db = _tiny_db(tmp_path / "tiny.sqlite")
     code = (
         "import sys\n"
-        "from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader\n"
+        "from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader\n"
         f"scan = LangGraphSqliteReader({str(db)!r}).scan()\n"
         "rows = sum(t.num_rows for t in scan.checkpoints)\n"
         "print(rows, len(scan.heads), 'pandas' in sys.modules)\n"
@@ -308,7 +310,7 @@ def test_listing_commands_start_no_openblas_threads(tmp_path: Path) -> None:
     """`lastgood index/ls/show` import numpy with OpenBLAS at one thread (its pool spins for
     work the listing never gives it, on the cores the fetch threads need); a value the user
     set stays; other commands are left alone."""
-    code = ("import os, sys; from lastgood.prefetch import prefetch_command; "
+    code = ("import os, sys; from lastgood.index.prefetch import prefetch_command; "
             "prefetch_command(sys.argv[1:]); import numpy; "
             "print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))")
     home = str(tmp_path / "home")
@@ -337,7 +339,7 @@ def test_cli_index_with_prefetch_matches_the_api_and_writes_nothing(tmp_path: Pa
     report = json.loads(done.stdout)
     from lastgood.config import load_settings
     from lastgood.stores import index_store, open_catalog
-    from lastgood.verify import store_findings
+    from lastgood.integrity.verify import store_findings
 
     catalog = open_catalog(load_settings(tmp_path / "api"))
     summary = index_store(catalog, str(db))

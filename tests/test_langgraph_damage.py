@@ -14,7 +14,7 @@ import pytest
 
 from lastgood.errors import DecodeError
 from lastgood.readers.base import CheckpointRecord, record_from_row
-from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader
+from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader
 from tests.langgraph_graphs import SqliteStore, write_sqlite_store
 
 
@@ -61,7 +61,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Damaged:
 
 
 def _stores_messages(conn: sqlite3.Connection, checkpoint_id: str) -> bool:
-    from lastgood.readers.langgraph_serde import decode_typed
+    from lastgood.readers.langgraph.serde import decode_typed
 
     type_, blob = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE checkpoint_id = ?", (checkpoint_id,)).fetchone()
     return "messages" in decode_typed(type_, blob)["channel_values"]

@@ -23,8 +23,8 @@ from psycopg.rows import dict_row
 
 from lastgood.errors import DecodeError, ReaderError, StoreNotFound
 from lastgood.readers.base import CheckpointRecord, record_from_row
-from lastgood.readers.langgraph_postgres import LangGraphPostgresReader
-from lastgood.readers.langgraph_serde import is_internal_channel
+from lastgood.readers.langgraph.postgres import LangGraphPostgresReader
+from lastgood.readers.langgraph.serde import is_internal_channel
 from lastgood.readers.registry import open_reader
 from tests.fixtures_pg import dsn_for_database
 from tests.langgraph_graphs import BuiltThread, build_all, build_error, build_fork, build_tools
@@ -462,7 +462,7 @@ def test_full_listing_answers_the_structure_check(every_damage_dsn: str) -> None
 
 def test_index_records_the_same_with_and_without_the_listed_answer(
         every_damage_dsn: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lastgood.catalog import Catalog
+    from lastgood.index.catalog import Catalog
     from lastgood.stores import index_store
 
     results, keyed_calls = [], []
@@ -488,8 +488,8 @@ def test_listing_split_across_two_connections_lists_the_same(
     role that may only SELECT."""
     import threading
 
-    from lastgood.readers import langgraph_postgres as pg_reader
-    from lastgood.readers import langgraph_postgres_fetch as fetch
+    from lastgood.readers.langgraph import postgres as pg_reader
+    from lastgood.readers.langgraph import postgres_fetch as fetch
 
     with psycopg.connect(every_damage_dsn) as conn:
         pages = conn.execute("SELECT pg_relation_size('checkpoints') / 8192").fetchone()[0]
@@ -525,8 +525,8 @@ def test_listing_stopped_early_ends_its_threads_and_connections(
         every_damage_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from lastgood.readers import langgraph_postgres as pg_reader
-    from lastgood.readers import langgraph_postgres_fetch as fetch
+    from lastgood.readers.langgraph import postgres as pg_reader
+    from lastgood.readers.langgraph import postgres_fetch as fetch
 
     monkeypatch.setattr(fetch, "MIN_SPLIT_PAGES", 1)
     monkeypatch.setattr(pg_reader, "BATCH_ROWS", 2)
@@ -541,7 +541,7 @@ def test_listing_stopped_early_ends_its_threads_and_connections(
 
 def test_reader_sessions_are_read_only_without_jit(store: Store) -> None:
     """JIT is switched off by a statement (no startup option a pooler could refuse)."""
-    from lastgood.readers.langgraph_postgres import connect_readonly
+    from lastgood.readers.langgraph.postgres import connect_readonly
 
     with connect_readonly(store.readonly_dsn) as conn:
         assert conn.execute("SHOW jit").fetchone()[0] == "off"

@@ -22,9 +22,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from lastgood.readers.base import CheckpointRecord, record_from_row
-from lastgood.readers.langgraph_common import new_uuid6
-from lastgood.readers.langgraph_serde import decode_typed, suspicious_types
-from lastgood.readers.langgraph_sqlite import LangGraphSqliteReader
+from lastgood.readers.langgraph.common import new_uuid6
+from lastgood.readers.langgraph.serde import decode_typed, suspicious_types
+from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader
 
 
 _REAL_SYSTEM = os.system  # captured before any test replaces it with a spy

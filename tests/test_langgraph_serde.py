@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Interrupt, Send
 
 from lastgood.errors import DecodeError, ReaderError
-from lastgood.readers.langgraph_common import (
+from lastgood.readers.langgraph.common import (
     CheckpointColumns,
     checkpoint_record,
     checkpoints_batch,
@@ -32,8 +32,8 @@ from lastgood.readers.langgraph_common import (
     new_uuid6,
     uuid6_datetime,
 )
-from lastgood.readers.langgraph_delta import replay_messages
-from lastgood.readers.langgraph_serde import (
+from lastgood.readers.langgraph.delta import replay_messages
+from lastgood.readers.langgraph.serde import (
     MAX_EXT_DEPTH,
     aes_key_from_env,
     decode_typed,
@@ -312,7 +312,7 @@ keyed_data = st.recursive(
 
 def _exact(data: bytes) -> Any:
     """The exact path: every map through ``_pairs_as_dict``, then the bounds."""
-    from lastgood.readers import langgraph_serde as serde
+    from lastgood.readers.langgraph import serde
 
     return serde._bounded(serde.decode_msgpack(data), len(data))
 

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lastgood.errors import DecodeError, ReaderError, StoreNotFound, UnsafePath
-from lastgood.readers import native_format as nf
-from lastgood.readers import native_structure
+from lastgood.readers.native import format as nf
+from lastgood.readers.native import structure as native_structure
 from lastgood.readers.base import as_table, record_from_row
-from lastgood.readers.fsutil import safe_join
-from lastgood.readers.jsonpatch import PatchError, apply_patch, make_patch
-from lastgood.readers.native import NativeReader
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.common.fsutil import safe_join
+from lastgood.readers.common.jsonpatch import PatchError, apply_patch, make_patch
+from lastgood.readers.native.reader import NativeReader
+from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import lastgood_cli, write_store
 
 
@@ -273,9 +273,9 @@ def test_structure_check_of_a_few_keys_needs_no_walk_and_agrees(tmp_path: Path, 
 
 
 def test_index_records_the_same_findings_through_the_set_based_check(tmp_path: Path) -> None:
-    from lastgood.catalog import Catalog
+    from lastgood.index.catalog import Catalog
     from lastgood.stores import index_store
-    from lastgood.verify import store_findings
+    from lastgood.integrity.verify import store_findings
 
     url = _damaged_store(tmp_path)
     _, records = scan_records(NativeReader(url))
@@ -350,7 +350,7 @@ def test_a_big_listing_walks_the_blob_tree_ahead_and_the_check_uses_that_walk(tm
 
 
 def test_index_refresh_retries_while_compactions_keep_removing_what_it_listed(tmp_path: Path) -> None:
-    from lastgood.catalog import Catalog
+    from lastgood.index.catalog import Catalog
     from lastgood.stores import OpenStore, refresh_consistent
 
     url = str(tmp_path / "s")
@@ -467,7 +467,7 @@ def test_a_reopen_that_lists_nothing_new_imports_no_pyarrow(tmp_path: Path) -> N
     url, home = str(tmp_path / "s"), tmp_path / "home"
     write_store(url, runs=2, steps=3)
     assert lastgood_cli("index", url, home=home).returncode == 0
-    probe = ("import sys; from lastgood.cli import main; sys.argv = ['lastgood', 'index', sys.argv[1]]\n"
+    probe = ("import sys; from lastgood.cli.main import main; sys.argv = ['lastgood', 'index', sys.argv[1]]\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              "print('pyarrow' in sys.modules, 'pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, text=True, timeout=120,

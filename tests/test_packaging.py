@@ -114,10 +114,10 @@ def test_wheel_holds_one_top_level_package_with_its_pages(wheel: Path) -> None:
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"lastgood"}
     for needed in ("lastgood/streamlit_app.py", "lastgood/pages/overview.py", "lastgood/pages/timeline.py",
-                   "lastgood/readers/native_writer.py", "lastgood/__main__.py", "lastgood/ui/diff.py"):
+                   "lastgood/readers/native/writer.py", "lastgood/__main__.py", "lastgood/ui/diff.py"):
         assert needed in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "lastgood = lastgood.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "lastgood = lastgood.cli.main:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_user_project_with_its_own_app_package_imports_lastgood(wheel_venv: Path
     (project / "app" / "__init__.py").write_text("NAME = 'users own app'\n")
     (project / "readers").mkdir()
     (project / "readers" / "__init__.py").write_text("")
-    script = ("import app, lastgood, lastgood.readers.native_writer as w\n"
+    script = ("import app, lastgood, lastgood.readers.native.writer as w\n"
               "assert app.NAME == 'users own app'\n"
               "assert 'site-packages' in lastgood.__file__, lastgood.__file__\n"
               "print(w.NativeWriter.__name__)\n")

@@ -1,4 +1,4 @@
-"""The first page's queries read ahead by ``lastgood ui`` (lastgood.page_queries, issue #8).
+"""The first page's queries read ahead by ``lastgood ui`` (lastgood.index.page_queries, issue #8).
 
 On a store the index already holds, ``lastgood ui`` runs the Overview's queries in a thread while
 Streamlit starts; the first page run takes those results instead of querying after the browser
@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lastgood import page_queries, queries, serve
-from lastgood.catalog import Catalog
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.index import page_queries
+from lastgood.index import queries
+from lastgood.serve import process as serve
+from lastgood.index.catalog import Catalog
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.redact import redact_text
 from lastgood.stores import index_store, normalize_url
 from tests.helpers import write_store
@@ -131,7 +133,7 @@ def test_the_overview_takes_every_query_read_ahead(indexed, monkeypatch) -> None
                           ("and a new one", False, False)])
 def test_lastgood_ui_reads_ahead_only_for_a_known_store_shown_as_it_is(
         indexed, tmp_path: Path, monkeypatch, known: bool | str, allow_write: bool, prepared: bool) -> None:
-    from lastgood import cli
+    from lastgood.cli import main as cli
     from lastgood.ui import webserver
 
     url, index_path, store_id = indexed

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 from lastgood import ui
 from lastgood.config import load_settings
 from lastgood.stores import index_store, open_catalog
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -360,7 +360,7 @@ def test_overview_says_when_data_checks_are_pending(tmp_path: Path, monkeypatch:
     at = run_app()
     assert any("Data check pending for 4 of 4 checkpoint(s)" in c.value for c in at.caption)
     assert any("never verified with --read-data" in m.value for m in at.markdown)
-    from lastgood import background
+    from lastgood.integrity import background
 
     job = background.start(str(load_settings().index_path), str(tmp_path / "store"), "data",
                            only_unverified=True, delay=60)  # held before its work: running, nothing read

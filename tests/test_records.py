@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lastgood import output
+from lastgood.cli import output
 from lastgood.records import COLUMNAR_MIN_ROWS, columns_of
 from lastgood.redact import MASK, redact
 
@@ -121,8 +121,8 @@ TIMES = st.one_of(st.none(), st.datetimes(min_value=datetime(1971, 1, 1), max_va
 
 def _listed_times(times: list[datetime | None], zone: str) -> tuple[list[Any], list[Any], list[Any]]:
     """``created_at`` of ``times`` as ``ls`` reads it: Python datetimes, "table" text, "json" text."""
-    from lastgood import queries
-    from lastgood.catalog import Catalog
+    from lastgood.index import queries
+    from lastgood.index.catalog import Catalog
 
     catalog = Catalog(":memory:")
     with catalog.connect() as con:
@@ -177,8 +177,8 @@ def test_ls_printed_a_chunk_at_a_time_is_the_same_text(capsys: Any) -> None:
 
 
 def test_the_listing_read_a_chunk_at_a_time_is_the_whole_listing() -> None:
-    from lastgood import queries
-    from lastgood.catalog import Catalog
+    from lastgood.index import queries
+    from lastgood.index.catalog import Catalog
 
     catalog = Catalog(":memory:")
     with catalog.connect() as con:

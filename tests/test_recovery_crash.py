@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from lastgood import journal as jr
+from lastgood.readers import journal as jr
 from lastgood.readers.base import as_table
-from lastgood.readers.native import NativeReader
-from lastgood.readers.native_recovery import NativeRecovery
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.reader import NativeReader
+from lastgood.readers.native.recovery import NativeRecovery
+from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import write_store
 
 TRIALS = 60
@@ -122,7 +122,7 @@ def test_sigkill_during_sqlite_restores_leaves_a_consistent_database(tmp_path: P
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from lastgood.readers.langgraph_recovery import SqliteRecovery
+    from lastgood.readers.langgraph.recovery import SqliteRecovery
     from tests.langgraph_graphs import build_tools, tool_loop_graph
 
     path = tmp_path / "lg.sqlite"
@@ -166,7 +166,7 @@ def test_sigkill_during_sqlite_restores_leaves_a_consistent_database(tmp_path: P
 def test_sigkill_during_postgres_restores_leaves_a_consistent_database(pg_create_database) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from lastgood.readers.langgraph_recovery import PostgresRecovery
+    from lastgood.readers.langgraph.recovery import PostgresRecovery
     from tests.langgraph_graphs import build_tools, tool_loop_graph
 
     dsn = pg_create_database("crash")

@@ -310,8 +310,8 @@ def test_an_agent_writing_during_restores_gives_conflicts_or_a_consistent_order(
 
     from langchain_core.messages import HumanMessage
 
-    from lastgood import recovery
-    from lastgood.catalog import Catalog
+    from lastgood.recovery import plan as recovery
+    from lastgood.index.catalog import Catalog
     from lastgood.errors import ConflictError
     from lastgood.stores import index_store
 
@@ -365,7 +365,7 @@ def test_the_check_falls_back_to_lastgoods_reader_without_langgraph(tmp_path: Pa
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from lastgood.readers.langgraph_recovery import SqliteRecovery
+    from lastgood.readers.langgraph.recovery import SqliteRecovery
 
     path = tmp_path / "lg.sqlite"
     with sqlite3.connect(str(path), check_same_thread=False) as conn:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from lastgood import journal as jr
-from lastgood import recovery
-from lastgood.catalog import Catalog
+from lastgood.readers import journal as jr
+from lastgood.recovery import plan as recovery
+from lastgood.index.catalog import Catalog
 from lastgood.errors import ConflictError, UsageError
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.writer import NativeWriter
 from lastgood.stores import index_store
 from tests.helpers import lastgood_cli, write_store
 
@@ -189,7 +189,7 @@ def test_restoring_the_head_itself_is_a_no_op_that_exits_0(native, tmp_path: Pat
 
 
 def test_last_good_is_not_after_a_head_moved_back(native) -> None:
-    from lastgood import health
+    from lastgood.integrity import health
 
     url, _states, catalog = native
     store = index_store(catalog, url, check="data").store
@@ -406,7 +406,7 @@ def test_restore_on_s3_uses_conditional_writes(s3_env: dict[str, str], tmp_path:
 
     import s3fs
 
-    from lastgood.readers.native_recovery import _create_exclusive
+    from lastgood.readers.native.recovery import _create_exclusive
 
     endpoint = s3_env["FSSPEC_S3_ENDPOINT_URL"]
     fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing")

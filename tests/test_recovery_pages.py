@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lastgood.readers.native_recovery import NativeRecovery
-from lastgood.readers.native_writer import NativeWriter
+from lastgood.readers.native.recovery import NativeRecovery
+from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import lastgood_cli
 from tests.fixtures_browser import (
     ROOT,

@@ -8,7 +8,7 @@ import pytest
 
 from lastgood.errors import MissingDependency, ReaderError, StoreNotFound, UsageError
 from lastgood.redact import MASK, redact, redact_text
-from lastgood.readers.fsutil import open_fs
+from lastgood.readers.common.fsutil import open_fs
 from lastgood.readers.registry import available_readers, display_url, load_reader_class, pick_reader
 from tests.helpers import SAMPLE_STORE, write_store
 
@@ -75,9 +75,9 @@ def test_secret_names_are_masked_at_any_depth_and_counts_are_not() -> None:
 
 
 def test_everything_under_a_secret_name_is_masked_and_its_shape_kept() -> None:
-    from lastgood.diff import diff_states
-    from lastgood.diff_values import redact_value
-    from lastgood.investigate import tracked_value
+    from lastgood.investigate.diff import diff_states
+    from lastgood.investigate.diff_values import redact_value
+    from lastgood.investigate.history import tracked_value
 
     state = {"auth": {"client_secret": {"v": "deep-secret-value", "n": None, "pin": 4321},
                       "secrets": ["s3cr3t-a", "s3cr3t-b"], "note": "plain"},
@@ -122,7 +122,7 @@ def test_a_store_that_fails_to_open_keeps_no_secret(tmp_path: Path) -> None:
 def test_json_output_turns_nan_into_strings() -> None:
     import json
 
-    from lastgood.output import dumps
+    from lastgood.cli.output import dumps
 
     text = dumps({"loss": float("nan"), "grad": [float("inf"), 1.5], "ok": "yes"})
     assert json.loads(text) == {"loss": "nan", "grad": ["inf", 1.5], "ok": "yes"}

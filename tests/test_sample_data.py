@@ -6,8 +6,8 @@ import json
 import runpy
 from pathlib import Path
 
-from lastgood import queries
-from lastgood.catalog import Catalog
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
 from tests.helpers import ROOT, SAMPLE_STORE, load_manifest
 

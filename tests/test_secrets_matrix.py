@@ -16,8 +16,8 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from lastgood.cli import main
-from lastgood.readers.native_writer import NativeWriter, SaveRequest
+from lastgood.cli.main import main
+from lastgood.readers.native.writer import NativeWriter, SaveRequest
 from tests.fixtures_browser import DemoStore, start_streamlit, stop_group, wait_for_health
 from tests.helpers import ROOT, T0
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from lastgood import queries, verify
-from lastgood.catalog import Catalog
+from lastgood.index import queries
+from lastgood.integrity import verify
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
-from lastgood.verify import store_findings, verify_store
+from lastgood.integrity.verify import store_findings, verify_store
 from tests.helpers import SAMPLE_STORE, lastgood_cli, write_store
 
 
@@ -100,7 +101,7 @@ def test_waiting_for_a_busy_index_stops_when_cancelled(tmp_path: Path) -> None:
 
 WAITER = """
 import sys, threading, time
-from lastgood.catalog import Catalog
+from lastgood.index.catalog import Catalog
 from lastgood.errors import LastgoodError
 cancel = threading.Event()
 threading.Timer(0.5, cancel.set).start()
@@ -116,8 +117,8 @@ else:
 
 
 def test_the_background_checks_count_includes_the_schema_drift_it_found(tmp_path: Path) -> None:
-    from lastgood import background
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.integrity import background
+    from lastgood.readers.native.writer import NativeWriter
     from tests.helpers import agent_state
 
     url = str(tmp_path / "store")

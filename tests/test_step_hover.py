@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lastgood import background, queries
-from lastgood.catalog import Catalog
-from lastgood.figures import TimelineData, timeline_figure
+from lastgood.integrity import background
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
+from lastgood.display.figures import TimelineData, timeline_figure
 from lastgood.stores import index_store
 from tests.helpers import write_store
 

@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lastgood import svg_charts
-from lastgood.figures import STATUS_COLORS
+from lastgood.display import svg_charts
+from lastgood.display.figures import STATUS_COLORS
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
@@ -104,7 +104,7 @@ def test_the_legend_stays_inside_the_figure() -> None:
 
 def test_byte_labels_fit_a_narrow_cell() -> None:
     """The growth axis and the Storage metric: at most three digits, no trailing ".0"."""
-    from lastgood.output import short_bytes
+    from lastgood.cli.output import short_bytes
 
     mb, gb = 10**6, 10**9
     assert [short_bytes(n) for n in (0, 512, 4 * mb, 769.9 * mb, 800 * mb, 12.34 * mb, 1.19 * gb, 999.97 * mb)] == [

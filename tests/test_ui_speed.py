@@ -22,8 +22,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lastgood import background, queries, serve, ui
-from lastgood.catalog import Catalog
+from lastgood import ui
+from lastgood.integrity import background
+from lastgood.index import queries
+from lastgood.serve import process as serve
+from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store, normalize_url
 from tests.fixtures_browser import free_port, group_pids, stop_group, wait_for_health
 from tests.helpers import lastgood_cli, write_store
@@ -144,7 +147,7 @@ def test_a_never_seen_store_is_indexed_by_a_child_process_while_pages_wait(store
 
 
 def test_a_child_that_dies_marks_its_stores_failed(store, monkeypatch) -> None:
-    from lastgood import startup_index
+    from lastgood.serve import startup as startup_index
 
     url, home = store
     index_path = str(home / "index.duckdb")
@@ -176,7 +179,7 @@ def test_the_startup_indexing_child_ends_with_the_dashboard(store) -> None:
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
                                "print('locked', flush=True); time.sleep(120)", index_path],
                               stdout=subprocess.PIPE, text=True)
-    dashboard = subprocess.Popen([sys.executable, "-c", "import sys, time; from lastgood import serve; "
+    dashboard = subprocess.Popen([sys.executable, "-c", "import sys, time; from lastgood.serve import process as serve; "
                                   "serve.refresh_in_background(sys.argv[1], [sys.argv[2]]); time.sleep(120)",
                                   index_path, url])
     try:
@@ -232,7 +235,8 @@ def test_ui_serves_from_its_own_process(tmp_path: Path) -> None:
 
 SERVER_START_PROBE = """
 import json, sys
-from lastgood import cli, page_queries
+from lastgood.cli import main as cli
+from lastgood.index import page_queries
 from lastgood.ui import webserver
 
 def run(host, port, when_listening=None):  # what is done when the server would start listening
@@ -249,7 +253,7 @@ sys.exit(cli.main(sys.argv[1:]))
 
 
 def test_the_first_pages_work_starts_once_the_server_listens(tmp_path: Path) -> None:
-    from lastgood import page_queries
+    from lastgood.index import page_queries
 
     url = str(tmp_path / "store")
     write_store(url, runs=1, steps=3)
@@ -398,7 +402,7 @@ def test_the_sidebars_automatic_data_check_never_reads_every_runs_health(store, 
 
 
 def test_with_writes_enabled_the_first_page_waits_for_a_known_stores_refresh(store, monkeypatch) -> None:
-    from lastgood.readers.native_writer import NativeWriter
+    from lastgood.readers.native.writer import NativeWriter
 
     url, home = store
     index_path = str(home / "index.duckdb")
@@ -432,7 +436,7 @@ ref = ui.StoreRef(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 data = overview.overview_data(ref)
 overview.render_kpis(data.overview)
 overview.render_actions(data.actions)
-from lastgood import svg_charts
+from lastgood.display import svg_charts
 overview.figure(svg_charts.status_bars(data.status))
 overview.figure(svg_charts.growth_areas(data.growth))
 ui.show_table(data.runs, ["run_id", "agent", "checkpoints", "last_at", "size_bytes"], empty="-")
@@ -465,7 +469,7 @@ def test_the_overview_is_drawn_without_pandas(tmp_path: Path) -> None:
 
 
 def test_overview_growth_stacks_every_agent_at_every_bucket(tmp_path: Path) -> None:
-    from lastgood import overview
+    from lastgood.index import overview
 
     url = normalize_url(str(tmp_path / "store"))
     write_store(url, runs=3, steps=12)  # agent-0 writes in minutes 0-11 and 20-31, agent-1 in 10-21
@@ -487,7 +491,7 @@ def test_overview_growth_stacks_every_agent_at_every_bucket(tmp_path: Path) -> N
 THEME_CHILD = """
 import json, sys
 if sys.argv[1] == "deferred":
-    from lastgood import lazy_plotly_theme
+    from lastgood.display import plotly_theme as lazy_plotly_theme
     assert lazy_plotly_theme.install()
 import streamlit
 loaded = sorted(m for m in ("plotly", "plotly.graph_objects", "narwhals") if m in sys.modules)

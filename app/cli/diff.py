@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lastgood.config import Settings
-from lastgood.readers.gc_pause import gc_paused
+from lastgood.readers.common.gc_pause import gc_paused
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 TEXT_LIMIT = 500  # changes printed in table mode; JSON has them all
@@ -60,7 +60,7 @@ def _open(args: argparse.Namespace, settings: Settings, fmt: str, url: str) -> t
 
 
 def _refreshed(catalog: Any, url: str, reader_name: str | None, fmt: str) -> Any:
-    from lastgood import output
+    from lastgood.cli import output
     from lastgood.stores import index_store
 
     bar = output.progress_bar("indexing") if fmt != "json" else None
@@ -72,8 +72,8 @@ def _store_b(catalog: Any, args: argparse.Namespace, fmt: str) -> Any:
 
 
 def cmd_diff(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood.diff import render_text
-    from lastgood.investigate import diff_checkpoints
+    from lastgood.investigate.diff import render_text
+    from lastgood.investigate.history import diff_checkpoints
     from lastgood.stores import open_catalog
 
     catalog = open_catalog(settings)
@@ -97,7 +97,7 @@ def _diff_as_indexed(catalog: Any, args: argparse.Namespace) -> Any:
     list every checkpoint of the store to learn nothing it needs. None when a ref is a prefix
     or not indexed (yet), or anything fails: the refreshed path then answers, errors included."""
     from lastgood.errors import LastgoodError
-    from lastgood.investigate import diff_records, resolve_ref
+    from lastgood.investigate.history import diff_records, resolve_ref
     from lastgood.stores import open_store
 
     try:
@@ -120,7 +120,7 @@ def _write_json(value: Any) -> None:
     a quarter of a second."""
     import sys
 
-    from lastgood import output
+    from lastgood.cli import output
 
     indent = 2 if len(value["changes"]) <= COMPACT_ABOVE else None  # the C encoder: 10× faster
     sys.stdout.write(output.json_safe(output.dumps(value, indent=indent)) + "\n")
@@ -129,7 +129,7 @@ def _write_json(value: Any) -> None:
 def _write_text(text: str) -> None:
     import sys
 
-    from lastgood import output
+    from lastgood.cli import output
 
     sys.stdout.write("\n".join(output.escape_controls(line) for line in text.splitlines()) + "\n")
 
@@ -140,8 +140,8 @@ def _describe(label: dict[str, Any]) -> str:
 
 
 def cmd_steps(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output
-    from lastgood.investigate import record_step_changes, run_checkpoints, step_changes
+    from lastgood.cli import output
+    from lastgood.investigate.history import record_step_changes, run_checkpoints, step_changes
 
     catalog, store = _open(args, settings, fmt, args.store)
     run_checkpoints(catalog, store.store_id, args.run, args.namespace)  # a clear error for an unknown run
@@ -163,8 +163,8 @@ def render_steps(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_track(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output
-    from lastgood.investigate import normalize_track_path, track_field
+    from lastgood.cli import output
+    from lastgood.investigate.history import normalize_track_path, track_field
 
     catalog, store = _open(args, settings, fmt, args.store)
     rows = track_field(catalog, store, args.run, args.path, args.namespace)
@@ -187,14 +187,14 @@ def render_track(result: dict[str, Any]) -> str:
 
 
 def _short(value: Any) -> str:
-    from lastgood.diff import preview
+    from lastgood.investigate.diff import preview
 
     return preview(value)
 
 
 def cmd_diverge(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output
-    from lastgood.investigate import diverge
+    from lastgood.cli import output
+    from lastgood.investigate.history import diverge
 
     catalog, store = _open(args, settings, fmt, args.store)
     result = diverge(catalog, store, args.run_a, args.run_b, _store_b(catalog, args, fmt), args.namespace)
@@ -203,7 +203,7 @@ def cmd_diverge(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def render_diverge(result: dict[str, Any]) -> str:
-    from lastgood.diff import Change, DiffResult, render_text
+    from lastgood.investigate.diff import Change, DiffResult, render_text
 
     a, b = result["a"], result["b"]
     head = (f"A {a['run_id']} ({a['checkpoints']} checkpoints)  B {b['run_id']} ({b['checkpoints']} checkpoints); "
@@ -219,10 +219,10 @@ def render_diverge(result: dict[str, Any]) -> str:
 
 
 def cmd_bisect(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output
-    from lastgood.investigate import bisect_run, bisect_run_sql
-    from lastgood.predicate import parse
-    from lastgood.predicate_sql import is_sql, parse_sql
+    from lastgood.cli import output
+    from lastgood.investigate.history import bisect_run, bisect_run_sql
+    from lastgood.investigate.predicate import parse
+    from lastgood.investigate.predicate_sql import is_sql, parse_sql
 
     sql = is_sql(args.where)
     predicate = parse_sql(args.where) if sql else parse(args.where)  # a usage error before any store is opened

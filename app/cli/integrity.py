@@ -1,6 +1,6 @@
 """Integrity commands: ``verify`` (findings, exit 1 on errors) and ``runs`` (health and last good per run).
 
-Both report the one set of findings the index holds (``lastgood.verify.store_findings``),
+Both report the one set of findings the index holds (``lastgood.integrity.verify.store_findings``),
 so they agree with ``ls`` statuses, ``show`` and the pages.
 """
 
@@ -32,9 +32,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Handler]:
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output
+    from lastgood.cli import output
     from lastgood.stores import index_store, open_catalog
-    from lastgood.verify import Subset, store_findings, verify_store
+    from lastgood.integrity.verify import Subset, store_findings, verify_store
 
     subset = Subset.parse(args.read_data_subset) if args.read_data_subset else None
     if args.scheduler and not (args.read_data or subset):
@@ -54,8 +54,9 @@ def cmd_verify(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output, queries
-    from lastgood.health import run_health
+    from lastgood.cli import output
+    from lastgood.index import queries
+    from lastgood.integrity.health import run_health
     from lastgood.stores import index_store, open_catalog
 
     catalog = open_catalog(settings)
@@ -71,7 +72,7 @@ RUN_COLUMNS = ("run_id", "agent", "checkpoints", "ok", "corrupt", "incomplete", 
 
 
 def render_runs(rows: list[dict[str, Any]]) -> str:
-    from lastgood.output import table
+    from lastgood.cli.output import table
 
     body = [[(r["run_id"] + (f" [{r['namespace']}]" if r["namespace"] else "")), r["agent"] or "-",
              *(str(r[c]) for c in RUN_COLUMNS[2:9]), r["last_good"] or "(none yet)", r["head"] or "-"]
@@ -82,6 +83,6 @@ def render_runs(rows: list[dict[str, Any]]) -> str:
 
 
 def _bar(fmt: str, label: str) -> Callable[[int, int | None], None] | None:
-    from lastgood import output
+    from lastgood.cli import output
 
     return output.progress_bar(label) if fmt != "json" else None

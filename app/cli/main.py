@@ -15,16 +15,17 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from lastgood.prefetch import prefetch_script
+from lastgood.index.prefetch import prefetch_script
 
 prefetch_script()  # `lastgood index DB`: a store's first listing starts before the imports below
 
-from lastgood import output, queries  # noqa: E402
-from lastgood.catalog import Catalog, close_all  # noqa: E402
+from lastgood.cli import output  # noqa: E402
+from lastgood.index import queries  # noqa: E402
+from lastgood.index.catalog import Catalog, close_all  # noqa: E402
 from lastgood.config import Settings, check_port, load_settings  # noqa: E402
 from lastgood.errors import LastgoodError, as_fault  # noqa: E402
 from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store  # noqa: E402
-from lastgood.verify import store_findings  # noqa: E402
+from lastgood.integrity.verify import store_findings  # noqa: E402
 
 
 # lastgood.readers.base.STATUSES (a test keeps them equal; that module is not imported to parse)
@@ -32,7 +33,7 @@ LISTED_STATUSES = ("ok", "corrupt", "incomplete", "quarantined", "superseded")
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 # Modules that add commands: each has ``register(sub, common) -> {name: handler}`` and keeps
 # its heavy imports inside the handlers (start-up time is part of every command's time).
-COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli_integrity", "lastgood.cli_recovery", "lastgood.cli_diff")
+COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli.integrity", "lastgood.cli.recovery", "lastgood.cli.diff")
 EXTRA_COMMANDS: dict[str, Handler] = {}
 
 
@@ -149,7 +150,7 @@ def cmd_ls(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood.show import show_checkpoint  # state views: only this command needs them
+    from lastgood.investigate.show import show_checkpoint  # state views: only this command needs them
 
     catalog, summary = _ensure(args, settings, fmt)
     result = show_checkpoint(catalog, summary.store, args.checkpoint)
@@ -159,7 +160,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     check_port(args.host, args.port)  # a busy or invalid port: one line, exit 2, before any work
-    from lastgood import serve
+    from lastgood.serve import process as serve
 
     urls, had_secret = serve.public_urls(args.stores, settings.home)
     if had_secret:  # secrets stay in the home's private credentials file, never in argv
@@ -186,7 +187,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     # the first page shows the index as it is; no child process indexes a never-seen store meanwhile
     first = indexed[urls[0]] if urls and len(known) == len(urls) and not args.allow_write else None
     output.info(f"Lastgood dashboard on http://{args.host}:{args.port}  (Ctrl+C to stop)")
-    from lastgood import lazy_plotly_theme
+    from lastgood.display import plotly_theme as lazy_plotly_theme
 
     # Streamlit's import no longer imports plotly (whose narwhals peeks at a pandas the refresh
     # thread may be importing): no pandas before the first page, which needs none

@@ -11,8 +11,8 @@ from datetime import date, datetime
 from operator import itemgetter
 from typing import Any
 
-from lastgood.queries import Overview
-from lastgood.readers.gc_pause import gc_paused
+from lastgood.index.queries import Overview
+from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.records import columns_of, flat_records, map_column, map_records
 from lastgood.redact import redact, redact_text
 

@@ -1,4 +1,4 @@
-"""``lastgood restore | rollback | quarantine | undo | journal`` (lastgood.recovery).
+"""``lastgood restore | rollback | quarantine | undo | journal`` (lastgood.recovery.plan).
 
 Every write action plans first (``--dry-run`` stops there), needs ``--reason``,
 asks for confirmation on a terminal unless ``--yes`` (and refuses without a
@@ -15,7 +15,7 @@ from typing import Any
 from lastgood.config import Settings
 from lastgood.errors import NothingToDo, UsageError
 
-# lastgood.journal.ACTIONS (a test keeps them equal; that module is not imported to parse: ~3 ms)
+# lastgood.readers.journal.ACTIONS (a test keeps them equal; that module is not imported to parse: ~3 ms)
 JOURNAL_ACTIONS = ("restore", "rollback", "quarantine", "release", "undo", "check-failed")
 ACTION_FIELDS = ("action_id", "action", "run_id", "target", "previous_head", "new_head",
                  "superseded", "dry_run")
@@ -62,7 +62,7 @@ def _write_options(p: argparse.ArgumentParser, force: bool) -> None:
 
 
 def cmd_restore(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import recovery
+    from lastgood.recovery import plan as recovery
 
     if bool(args.checkpoint) == bool(args.last_good):
         raise UsageError("name a checkpoint, or --last-good RUN (not both)")
@@ -75,27 +75,29 @@ def cmd_restore(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import recovery
+    from lastgood.recovery import plan as recovery
 
     return _run(args, settings, fmt,
                 lambda c, s: recovery.plan_rollback(c, s, args.run, args.to, force=args.force))
 
 
 def cmd_quarantine(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import recovery
+    from lastgood.recovery import plan as recovery
 
     return _run(args, settings, fmt,
                 lambda c, s: recovery.plan_quarantine(c, s, args.checkpoint, release=args.release))
 
 
 def cmd_undo(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import recovery
+    from lastgood.recovery import plan as recovery
 
     return _run(args, settings, fmt, lambda c, s: recovery.plan_undo(c, s, args.action))
 
 
 def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood import output, queries, recovery
+    from lastgood.cli import output
+    from lastgood.index import queries
+    from lastgood.recovery import plan as recovery
     from lastgood.stores import index_store, open_catalog
 
     catalog = open_catalog(settings)
@@ -107,7 +109,8 @@ def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any) -> int:
-    from lastgood import output, recovery
+    from lastgood.cli import output
+    from lastgood.recovery import plan as recovery
     from lastgood.stores import index_store, open_catalog
 
     catalog = open_catalog(settings)
@@ -136,7 +139,7 @@ def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any)
 
 def _full_id(catalog: Any, store: Any, ref: str | None) -> str | None:
     """--expect-head as a full id (a unique prefix works, like git)."""
-    from lastgood import queries
+    from lastgood.index import queries
     from lastgood.errors import CheckpointNotFound
 
     if not ref:

@@ -1,6 +1,6 @@
 """Figures and display formatting for the pages (no streamlit here).
 
-The Overview's two summary figures are SVG drawn on the server (lastgood.svg_charts): no chart
+The Overview's two summary figures are SVG drawn on the server (lastgood.display.svg_charts): no chart
 library for the browser to load before the first page. The interactive Timeline is Plotly (zoom,
 click to select). pandas and plotly are imported by the functions that use them, so the Overview
 never imports either.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lastgood.output import escape_controls, human_bytes
+from lastgood.cli.output import escape_controls, human_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -243,7 +243,7 @@ def timeline_placeholder() -> go.Figure:
     the checkpoints: the browser starts loading and compiling its Plotly script (4.7 MB, ~1.5 s of
     a small machine's CPU) then, not only once the figure is ready. It can be the page's first
     Plotly import, while the Overview's warm-up imports pandas: see ``import_plotly_figures``."""
-    from lastgood.lazy_plotly_theme import import_plotly_figures
+    from lastgood.display.plotly_theme import import_plotly_figures
 
     go = import_plotly_figures()
     fig = go.Figure()

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from lastgood.figures import STATUS_COLORS
-from lastgood.output import BYTE_UNIT, human_bytes, short_bytes
+from lastgood.display.figures import STATUS_COLORS
+from lastgood.cli.output import BYTE_UNIT, human_bytes, short_bytes
 
 WIDTH, HEIGHT = 480, 270
 LEFT, RIGHT, TOP, BOTTOM = 76, 12, 44, 40

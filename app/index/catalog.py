@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from lastgood import attached
+from lastgood.index import attached
 from lastgood.config import private_dir, private_file
 from lastgood.checks import Check
 from lastgood.errors import LastgoodError
@@ -88,7 +88,7 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS data_checked_at TIMESTAMPTZ;
     """,
-    # 4: what each checkpoint changed against its parent, and fields tracked over time (lastgood.investigate)
+    # 4: what each checkpoint changed against its parent, and fields tracked over time (lastgood.investigate.history)
     """
     CREATE TABLE IF NOT EXISTS step_changes (
         store_id INTEGER NOT NULL, run_id TEXT NOT NULL, namespace TEXT NOT NULL DEFAULT '',
@@ -99,7 +99,7 @@ MIGRATIONS: list[str] = [
         checkpoint_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT, value JSON, number DOUBLE,
         length BIGINT, error TEXT, tracked_at TIMESTAMPTZ);
     """,
-    # 5: ``checkpoints`` is a view: the table's rows and attached Parquet parts (lastgood.attached)
+    # 5: ``checkpoints`` is a view: the table's rows and attached Parquet parts (lastgood.index.attached)
     f"""
     ALTER TABLE checkpoints RENAME TO checkpoint_rows;
     CREATE TABLE IF NOT EXISTS attached_parts (
@@ -108,7 +108,7 @@ MIGRATIONS: list[str] = [
     CREATE VIEW checkpoints AS SELECT {', '.join(attached.ROW_COLUMNS)} FROM checkpoint_rows;
     """,
     # 6: the furthest entry of each store's journal this index read: a journal that no longer
-    # holds it lost entries from its end, which its hash chain alone cannot show (lastgood.recovery)
+    # holds it lost entries from its end, which its hash chain alone cannot show (lastgood.recovery.plan)
     """
     CREATE TABLE IF NOT EXISTS journal_tips (
         store_id INTEGER PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL, action_id TEXT,
@@ -255,7 +255,7 @@ class Catalog:
     def _attach_sole_part(self, con: duckdb.DuckDBPyConnection, store_id: int,
                           batches: Iterator[Any], report: RefreshReport) -> Iterator[Any]:
         """A full listing that is one private copy of a compacted part (and nothing else)
-        becomes the store's rows in place (lastgood.attached); otherwise the batches, untouched."""
+        becomes the store's rows in place (lastgood.index.attached); otherwise the batches, untouched."""
         first = next(batches, None)
         second = next(batches, None) if first is not None else None
         if (second is None and isinstance(first, ParquetSource) and first.private
@@ -344,7 +344,7 @@ def close_all() -> None:
 def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,
                     params: dict[str, Any] | None = None) -> None:
     if attached.is_attached(con, store_id):
-        return  # an attached part's rows are as listed, always (lastgood.attached)
+        return  # an attached part's rows are as listed, always (lastgood.index.attached)
     con.execute(f"""UPDATE checkpoint_rows SET status = listed_status, status_reason = listed_reason
                     WHERE store_id = $sid AND status NOT IN ('quarantined', 'superseded') AND ({where})
                       AND (status IS DISTINCT FROM listed_status OR status_reason IS DISTINCT FROM listed_reason)""",

@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from lastgood.catalog import Catalog, use_index
-from lastgood.queries import RUNS_SQL
+from lastgood.index.catalog import Catalog, use_index
+from lastgood.index.queries import RUNS_SQL
 
 GROWTH_BUCKETS = 200
 DAMAGED_RUNS_SHOWN = 3  # the Overview suggests an action for each of this many damaged runs

@@ -20,8 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lastgood import overview as overview_tables, queries
-from lastgood.catalog import Catalog
+from lastgood.index import overview as overview_tables
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
 from lastgood.redact import redact_text
 
 QUERIES: dict[str, Callable[..., Any]] = {
@@ -65,7 +66,7 @@ def redacted(result: Any) -> Any:
 
 def _redact_table(table: pa.Table) -> pa.Table:
     """Every text column of ``table`` through redact_text (a column is rebuilt only when a value
-    changed; without pandas, see lastgood.overview.text_array)."""
+    changed; without pandas, see lastgood.index.overview.text_array)."""
     for i, column in enumerate(table.schema):
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             values = table.column(i).to_pylist()

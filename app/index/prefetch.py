@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-PREFETCHERS: dict[str, str] = {"langgraph-sqlite": "lastgood.readers.langgraph_sqlite_fetch:prefetch_url"}
+PREFETCHERS: dict[str, str] = {"langgraph-sqlite": "lastgood.readers.langgraph.sqlite_fetch:prefetch_url"}
 LISTING_COMMANDS = ("index", "ls", "show")
 VALUE_OPTIONS = ("--home", "--format", "--reader", "--check", "--run", "--status")
 _started = False
@@ -28,7 +28,7 @@ _started = False
 
 def prefetch_script() -> bool:
     """:func:`prefetch_command` for this process's arguments when it runs as the
-    ``lastgood`` console script (not when a program imports ``lastgood.cli``)."""
+    ``lastgood`` console script (not when a program imports ``lastgood.cli.main``)."""
     return Path(sys.argv[0]).name == "lastgood" and prefetch_command(sys.argv[1:])
 
 

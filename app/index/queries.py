@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lastgood import attached
-from lastgood.catalog import Catalog, distinct_findings
+from lastgood.index import attached
+from lastgood.index.catalog import Catalog, distinct_findings
 from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound
 from lastgood.checks import Check
 from lastgood.readers.base import CheckpointRecord, Finding, record_from_row
-from lastgood.readers.gc_pause import gc_paused
+from lastgood.readers.common.gc_pause import gc_paused
 
 if TYPE_CHECKING:  # pandas is imported only by the queries that return frames (fast CLI start)
     import pandas as pd
@@ -88,7 +88,7 @@ LISTED_EXTRA = {"agent": "agent", "data_checked": "coalesce(verified = 'data', f
                 "blobs_pending": "coalesce(verified = 'catalog', false)"}
 
 
-# ``created_at`` as the text lastgood.output prints for it, formatted by DuckDB (a million rows: the
+# ``created_at`` as the text lastgood.cli.output prints for it, formatted by DuckDB (a million rows: the
 # datetimes alone cost Python ~6 s): "table" as ``output._time`` (in the index session's zone), "json"
 # as ``output.to_jsonable`` in a UTC session (elsewhere the offset is Python's to write)
 TIME_TEXT = {

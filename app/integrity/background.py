@@ -4,7 +4,7 @@ One job per (index, store) at a time, shared by every browser session of the
 process (a second click joins the running job). The job opens its own
 short-lived index connections and its own reader, so pages keep reading the
 index while it runs; results are recorded in whole chunks (see
-:func:`lastgood.verify.verify_store`), so a cancelled job leaves no
+:func:`lastgood.integrity.verify.verify_store`), so a cancelled job leaves no
 half-written findings. No streamlit here: ``lastgood.ui.integrity`` polls
 :func:`job` from a fragment.
 """
@@ -118,9 +118,9 @@ def _lower_priority() -> None:
 
 
 def _run(job: VerifyJob, workers: int | None, delay: float = 0.0) -> None:
-    from lastgood.catalog import Catalog
+    from lastgood.index.catalog import Catalog
     from lastgood.stores import open_store
-    from lastgood.verify import verify_store
+    from lastgood.integrity.verify import verify_store
 
     _lower_priority()
     if delay > 0:
@@ -152,7 +152,7 @@ STEP_CHANGES_LIMIT = 5_000  # per-step changes decode each parent again: bounded
 
 def _record_step_changes(catalog: Any, store: Any, job: VerifyJob) -> None:
     """After a data check, what each checkpoint changed against its parent (Timeline hover, SQL)."""
-    from lastgood.investigate import count_without_step_changes, record_step_changes
+    from lastgood.investigate.history import count_without_step_changes, record_step_changes
 
     pending = count_without_step_changes(catalog, store.store_id)
     if 0 < pending <= STEP_CHANGES_LIMIT and not job.cancel_event.is_set():

@@ -8,7 +8,7 @@
   index, no blob reads).
 
 Pure functions over plain data; the SQL for spikes lives with the other
-verification SQL in :mod:`lastgood.verify`.
+verification SQL in :mod:`lastgood.integrity.verify`.
 """
 
 from __future__ import annotations

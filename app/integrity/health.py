@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastgood.catalog import Catalog, distinct_findings
+from lastgood.index.catalog import Catalog, distinct_findings
 
 # a head moved back (a native restore) bounds the run: what it moved away from is not its last good
 _LAST_GOOD_SQL = """

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lastgood.checks import Check
-from lastgood.content_checks import Shape, non_finite_finding, state_shape
+from lastgood.integrity.content import Shape, non_finite_finding, state_shape
 from lastgood.errors import DecodeError, LastgoodError, UsageError
-from lastgood.readers import validate
-from lastgood.readers.gc_pause import gc_paused
+from lastgood.readers.common import validate
+from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.readers.base import CheckpointRecord, Finding, Reader
 
 CHUNK = 256                 # records per unit of parallel work
@@ -215,7 +215,7 @@ def _parameters(function: Any) -> Mapping[str, Any]:
 
 
 def _is_remote(fs: Any) -> bool:
-    from lastgood.readers.fsutil import is_local
+    from lastgood.readers.common.fsutil import is_local
 
     if fs is None or is_local(fs):  # first: asking a local store's fs for ``cat`` would import fsspec
         return False

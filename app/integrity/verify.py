@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lastgood import attached
-from lastgood.catalog import Catalog, distinct_findings
+from lastgood.index import attached
+from lastgood.index.catalog import Catalog, distinct_findings
 from lastgood.checks import Check
-from lastgood.content_checks import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_CHECKPOINTS, Shape, drift_findings
+from lastgood.integrity.content import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_CHECKPOINTS, Shape, drift_findings
 from lastgood.errors import UsageError
-from lastgood.parallel import CHUNK, CHUNK_BYTES, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
-from lastgood.parallel import reader_findings as reader_findings  # re-exported
+from lastgood.integrity.parallel import CHUNK, CHUNK_BYTES, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
+from lastgood.integrity.parallel import reader_findings as reader_findings  # re-exported
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, record_from_row
 from lastgood.redact import redact_text
 
@@ -370,7 +370,7 @@ def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
 
     One join of every edge first: a store with no parent missing, no edge that goes back in
     time and nothing damaged (the usual case) needs neither the cycle walk nor the lineage query."""
-    from lastgood.queries import duplicate_id_findings  # same id in several runs (RUN/ID)
+    from lastgood.index.queries import duplicate_id_findings  # same id in several runs (RUN/ID)
 
     missing, backwards, damaged = _edge_counts(catalog, store_id)
     if not (missing or backwards or damaged):

@@ -17,7 +17,7 @@ sequential semantics and from DeepDiff's positional lists):
 - ``add``, the ``path`` of a ``move`` and every ``change`` name indexes in B;
 - ancestors of any path are named in B's coordinates.
 
-``lastgood.diff_apply.apply_changes(a, changes)`` rebuilds B from A with these rules (parents
+``lastgood.investigate.diff_apply.apply_changes(a, changes)`` rebuilds B from A with these rules (parents
 first; within a list: removals and moves out, then insertions in ascending
 B order, then changes). Numbers carry ``delta`` (new - old); bytes and the
 readers' ``{"$bytes": n, "sha256": …}`` summaries compare as leaves by size and
@@ -40,7 +40,7 @@ from itertools import repeat
 from operator import eq, is_, lt
 from typing import Any
 
-from lastgood.diff_values import bytes_summary, governing_key, is_plain_json, jsonable, redact_value
+from lastgood.investigate.diff_values import bytes_summary, governing_key, is_plain_json, jsonable, redact_value
 from lastgood.redact import is_secret_key, might_need_redaction, redact_text
 
 OPS = ("add", "remove", "change", "type_change", "move")

@@ -1,4 +1,4 @@
-"""Apply a diff's changes to A to get B (the coordinates are described in lastgood.diff).
+"""Apply a diff's changes to A to get B (the coordinates are described in lastgood.investigate.diff).
 
 Parents first; within a list: removals and moves out (A's indexes), then insertions
 in ascending B order, then changes (B's indexes). Used by the tests' property
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastgood.diff import Change
-from lastgood.diff_values import map_tree
+from lastgood.investigate.diff import Change
+from lastgood.investigate.diff_values import map_tree
 
 
 def apply_changes(a: Any, changes: list[Change]) -> Any:

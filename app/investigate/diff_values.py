@@ -3,7 +3,7 @@ that says when a value needs neither (so 4,000 added messages are not copied twi
 
 ``redact_value`` gives exactly ``lastgood.redact.redact``'s result for a value found under a key;
 ``jsonable`` replaces bytes with ``{"$bytes": n, "sha256": …}`` and caps depth; ``is_plain_json``
-tells, in one C-speed walk, that ``jsonable`` would change nothing. Split from lastgood.diff.
+tells, in one C-speed walk, that ``jsonable`` would change nothing. Split from lastgood.investigate.diff.
 """
 
 from __future__ import annotations

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lastgood.catalog import Catalog
-from lastgood.diff import DiffResult, diff_states, jsonable
-from lastgood.diff_values import governing_key
+from lastgood.index.catalog import Catalog
+from lastgood.investigate.diff import DiffResult, diff_states, jsonable
+from lastgood.investigate.diff_values import governing_key
 from lastgood.errors import (AmbiguousCheckpoint, CheckpointNotFound, DecodeError, LastgoodError, ReaderError,
                              UsageError)
-from lastgood.predicate import MISSING, Predicate, resolve_pointer
-from lastgood.predicate_sql import SqlPredicate
-from lastgood.predicate_sql import evaluate as evaluate_sql
-from lastgood.queries import resolve_checkpoint
+from lastgood.investigate.predicate import MISSING, Predicate, resolve_pointer
+from lastgood.investigate.predicate_sql import SqlPredicate
+from lastgood.investigate.predicate_sql import evaluate as evaluate_sql
+from lastgood.index.queries import resolve_checkpoint
 from lastgood.readers.base import CheckpointRecord, record_from_row
-from lastgood.readers.langgraph_serde import shared_decoding
+from lastgood.readers.langgraph.serde import shared_decoding
 from lastgood.redact import MASK, is_secret_key, redact, redact_text
 from lastgood.stores import OpenStore
 

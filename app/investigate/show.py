@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from lastgood import queries
-from lastgood.catalog import Catalog
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog
 from lastgood.errors import CheckpointNotFound, DecodeError, LastgoodError
 from lastgood.redact import redact
 from lastgood.stores import OpenStore
 from lastgood.readers.base import CheckpointRecord
-from lastgood.verify import store_findings
+from lastgood.integrity.verify import store_findings
 
 
 def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, Any]:

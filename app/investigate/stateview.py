@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lastgood.output import dumps
+from lastgood.cli.output import dumps
 
 MAX_LIST_ITEMS = 200
 

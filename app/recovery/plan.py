@@ -14,7 +14,7 @@ journaled. Statuses (quarantined, superseded) are derived from the journal
 and copied into the index by :func:`sync_marks`.
 
 Format-neutral: a reader offers writes through ``reader.recovery()``
-(a ``lastgood.journal.RecoveryBackend``); built-in formats are mapped below.
+(a ``lastgood.readers.journal.RecoveryBackend``); built-in formats are mapped below.
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lastgood import attached
-from lastgood import journal as jr
-from lastgood import queries
-from lastgood.catalog import Catalog, _apply_error_statuses
+from lastgood.index import attached
+from lastgood.readers import journal as jr
+from lastgood.index import queries
+from lastgood.index.catalog import Catalog, _apply_error_statuses
 from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, NothingToDo, UsageError
 from lastgood.readers.base import CheckpointRecord
 from lastgood.stores import OpenStore
 
 BACKENDS: dict[str, str] = {
-    "native": "lastgood.readers.native_recovery:NativeRecovery",
-    "langgraph-sqlite": "lastgood.readers.langgraph_recovery:SqliteRecovery",
-    "langgraph-postgres": "lastgood.readers.langgraph_recovery:PostgresRecovery",
+    "native": "lastgood.readers.native.recovery:NativeRecovery",
+    "langgraph-sqlite": "lastgood.readers.langgraph.recovery:SqliteRecovery",
+    "langgraph-postgres": "lastgood.readers.langgraph.recovery:PostgresRecovery",
 }
 REFUSED_WITHOUT_FORCE = ("quarantined", "corrupt")
 MAX_DIFF_CHANGES = 200
@@ -139,7 +139,7 @@ def plan_rollback(catalog: Catalog, store: OpenStore, run_id: str, ref: str, *,
 
 def plan_restore_last_good(catalog: Catalog, store: OpenStore, run_id: str, namespace: str = "",
                            *, rollback: bool = False) -> Plan:
-    from lastgood.health import last_good
+    from lastgood.integrity.health import last_good
 
     good = last_good(catalog, store.store_id, run_id, namespace)
     if good is None and not queries.run_exists(catalog, store.store_id, run_id, namespace):
@@ -300,7 +300,7 @@ def _preview(catalog: Catalog, store: OpenStore, plan: Plan, target: CheckpointR
 
 def _diff_head_to_target(catalog: Catalog, store: OpenStore, plan: Plan,
                          target: CheckpointRecord) -> dict[str, Any] | None:
-    from lastgood.diff import diff_states
+    from lastgood.investigate.diff import diff_states
 
     try:
         after = store.reader.load_state(target)
@@ -377,7 +377,7 @@ def _message_effects(checkpoint_id: str, task_id: str, message: Mapping[str, Any
 
 
 def _messages(value: Any) -> list[Mapping[str, Any]]:
-    from lastgood.readers.langgraph_serde import normalize_message
+    from lastgood.readers.langgraph.serde import normalize_message
 
     items = value if isinstance(value, list) else [value]
     found = []

@@ -62,7 +62,7 @@ def refresh_in_background(index_path: str, urls: Sequence[str], *, reader_name: 
     """Refresh ``urls`` (public URLs) one after another from a daemon thread; returns the thread.
 
     Never-seen stores go first and at once, in a child process (``in_child``:
-    :mod:`lastgood.startup_index`, on the other core while this process starts Streamlit); every
+    :mod:`lastgood.serve.startup`, on the other core while this process starts Streamlit); every
     page waits for them before opening the index (:func:`indexing_first`). The ``known`` ones
     (already in the index: shown as they are) are refreshed in the thread once the first page
     was drawn, so their refresh does not take CPU from it."""
@@ -98,7 +98,7 @@ def _refresh_in_child(index_path: str, pending: list[StartupRefresh], reader_nam
     import subprocess
     import tempfile
 
-    from lastgood import startup_index
+    from lastgood.serve import startup as startup_index
 
     by_url = {r.url: r for r in pending}
     with tempfile.TemporaryFile() as errors:
@@ -142,11 +142,11 @@ def _take_child_line(by_url: dict[str, StartupRefresh], line: str) -> None:
 def refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
                  check: str, on_done: Callable[[StartupRefresh], None] | None = None) -> None:
     """Refresh ``pending`` one after another in this process (a known store once the first page
-    was drawn), each marked done, and handed to ``on_done``, as it ends (lastgood.startup_index
+    was drawn), each marked done, and handed to ``on_done``, as it ends (lastgood.serve.startup
     reports them to the dashboard this way)."""
     if not pending:
         return
-    from lastgood.catalog import Catalog
+    from lastgood.index.catalog import Catalog
     from lastgood.stores import index_store
 
     def finish(refresh: StartupRefresh) -> None:
@@ -185,7 +185,7 @@ def take_startup_refresh(index_path: str, url: str) -> StartupRefresh | None:
 
 
 def import_pandas_first() -> None:
-    """The fallback when :mod:`lastgood.lazy_plotly_theme` cannot defer Streamlit's Plotly theme
+    """The fallback when :mod:`lastgood.display.plotly_theme` cannot defer Streamlit's Plotly theme
     (a Streamlit without that module): import pandas in the calling (main) thread, after the
     start-up refresh began and before Streamlit is imported. DuckDB imports pandas from C in the
     refresh thread, while Streamlit's import peeks at ``sys.modules["pandas"]`` (plotly's optional
@@ -210,7 +210,7 @@ def shutdown(code: int = 0) -> None:
     import os
     import sys
 
-    from lastgood import background
+    from lastgood.integrity import background
 
     _end_children()
     background.cancel_all()

@@ -2,7 +2,7 @@
 
 The dashboard's own process spends its first second importing and starting Streamlit, holding
 the interpreter lock; a refresh in one of its threads (a 100k-checkpoint store: ~2 s of Python)
-shared that lock and finished late. Run as ``python -m lastgood.startup_index INDEX CHECK READER
+shared that lock and finished late. Run as ``python -m lastgood.serve.startup INDEX CHECK READER
 URL…``, this indexes the stores one after another on the machine's other core while the server
 starts, and prints one JSON line per store as it finishes::
 
@@ -10,7 +10,7 @@ starts, and prints one JSON line per store as it finishes::
     {"url": …, "error": {"lastgood": true, "message": "…"}}
 
 (URLs are public: a secret stays in the home's credentials file, found through LASTGOOD_HOME.)
-:mod:`lastgood.serve` reads the lines; the dashboard opens the index once this process ended.
+:mod:`lastgood.serve.process` reads the lines; the dashboard opens the index once this process ended.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ PR_SET_PDEATHSIG = 1
 
 def command(index_path: str, urls: Sequence[str], reader_name: str | None, check: str) -> list[str]:
     """The child's argv (run with this interpreter)."""
-    return [sys.executable, "-m", "lastgood.startup_index", index_path, check,
+    return [sys.executable, "-m", "lastgood.serve.startup", index_path, check,
             reader_name or NO_READER, *urls]
 
 
@@ -43,10 +43,10 @@ def main(argv: Sequence[str], out: TextIO) -> int:
     index_path, check, reader, *urls = argv
     _end_with_parent()
     if urls:  # never seen: the first store's listing can start before the imports below
-        from lastgood.prefetch import prefetch_store
+        from lastgood.index.prefetch import prefetch_store
 
         prefetch_store(urls[0], None if reader == NO_READER else reader)
-    from lastgood.serve import StartupRefresh, refresh_here
+    from lastgood.serve.process import StartupRefresh, refresh_here
 
     pending = [StartupRefresh(url) for url in urls]
     refresh_here(index_path, pending, None if reader == NO_READER else reader, check,
@@ -69,7 +69,7 @@ def _end_with_parent() -> None:
 
 
 def _line(refresh: Any) -> dict[str, Any]:
-    """One store's outcome (a lastgood.serve.StartupRefresh) as the dashboard reads it."""
+    """One store's outcome (a lastgood.serve.process.StartupRefresh) as the dashboard reads it."""
     if refresh.error is not None:
         return {"url": refresh.url, "error": _error(refresh.error), "seconds": refresh.seconds}
     return {"url": refresh.url, "store_id": refresh.store_id, "changed": refresh.changed,

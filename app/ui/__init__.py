@@ -24,23 +24,25 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 
-from lastgood import lazy_plotly_theme
-from lastgood.lazy_plotly_theme import warm_up as warm_up_plotly_pages  # noqa: F401 - for pages
+from lastgood.display import plotly_theme as lazy_plotly_theme
+from lastgood.display.plotly_theme import warm_up as warm_up_plotly_pages  # noqa: F401 - for pages
 
 lazy_plotly_theme.install()  # before Streamlit's import: its Plotly theme waits for the first Plotly page
 
 import streamlit as st  # noqa: E402
 
-from lastgood import page_queries, queries, serve  # noqa: E402
-from lastgood.catalog import Catalog
+from lastgood.index import page_queries  # noqa: E402
+from lastgood.index import queries  # noqa: E402
+from lastgood.serve import process as serve  # noqa: E402
+from lastgood.index.catalog import Catalog
 from lastgood.config import load_settings
 from lastgood.credentials import split_url
 from lastgood.errors import LastgoodError
-from lastgood.output import dumps, escape_controls, human_bytes
+from lastgood.cli.output import dumps, escape_controls, human_bytes
 from lastgood.redact import redact, redact_text
-from lastgood.show import checkpoint_view
+from lastgood.investigate.show import checkpoint_view
 from lastgood.stores import OpenStore, index_store, normalize_url, open_store
-from lastgood.figures import (  # the names pages use are re-exported here
+from lastgood.display.figures import (  # the names pages use are re-exported here
     ALL_RUNS as ALL_RUNS,
     DAMAGED,
     TimelineData,
@@ -52,7 +54,7 @@ from lastgood.figures import (  # the names pages use are re-exported here
     timeline_placeholder as timeline_placeholder,
     utc,
 )
-from lastgood.stateview import (
+from lastgood.investigate.stateview import (
     find_conversation,
     get_path,
     order_channels,
@@ -72,7 +74,7 @@ TIMELINE_PAGE = page_path("timeline")
 DIFF_PAGE = page_path("diff")
 ALL_AGENTS = "All agents"
 MAX_TABLE_ROWS = 500
-FAILURES_SHOWN = 20  # lastgood.overview.failures' default limit
+FAILURES_SHOWN = 20  # lastgood.index.overview.failures' default limit
 TIMELINE_MAX_POINTS = queries.DEFAULT_MAX_POINTS  # above this, queries.timeline buckets in SQL
 MAX_MESSAGES = 50
 CONVERSATION_HEIGHT = 420
@@ -119,7 +121,7 @@ def _open_store(index_path: str, url: str) -> OpenStore:
     return open_store(_catalog(index_path), url)
 
 
-QUERIES = page_queries.QUERIES  # the dashboard's queries by name (lastgood.page_queries)
+QUERIES = page_queries.QUERIES  # the dashboard's queries by name (lastgood.index.page_queries)
 
 
 @st.cache_data(ttl=CACHE_TTL, max_entries=256, show_spinner=False)

@@ -2,7 +2,7 @@
 the conversation view, the tree of other changes, the field-over-time chart, export.
 
 Everything shown is redacted: diffs by ``diff_states`` (redact=True), states by
-``lastgood.show.load_state_safely``, tracked values when they are stored.
+``lastgood.investigate.show.load_state_safely``, tracked values when they are stored.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lastgood import investigate as inv
-from lastgood.diff import message_line, preview
+from lastgood.investigate import history as inv
+from lastgood.investigate.diff import message_line, preview
 from lastgood.errors import LastgoodError
 from lastgood.redact import redact_text
-from lastgood.output import dumps
-from lastgood.show import load_state_safely
-from lastgood.stateview import find_conversation, truncate
+from lastgood.cli.output import dumps
+from lastgood.investigate.show import load_state_safely
+from lastgood.investigate.stateview import find_conversation, truncate
 from lastgood.readers.registry import display_url
 from lastgood.ui import (DAMAGED, STORE_KEY, StoreRef, _candidate_urls, _catalog, _ensure_indexed, _open_store,
                          code, guarded, md_escape, runs_frame, stop, utc)

@@ -1,8 +1,8 @@
 """Streamlit helpers of the Integrity page (and the Timeline's deep links).
 
-The page shows the one set of findings the index holds (lastgood.verify.store_findings),
-the health and last good checkpoint of every run (lastgood.health.run_health), and runs
-re-verification in the background (lastgood.background) with progress polled by a fragment.
+The page shows the one set of findings the index holds (lastgood.integrity.verify.store_findings),
+the health and last good checkpoint of every run (lastgood.integrity.health.run_health), and runs
+re-verification in the background (lastgood.integrity.background) with progress polled by a fragment.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from lastgood import background, ui
-from lastgood.health import run_health
+from lastgood import ui
+from lastgood.integrity import background
+from lastgood.integrity.health import run_health
 from lastgood.pages import page_path
-from lastgood.queries import checkpoint_handle
+from lastgood.index.queries import checkpoint_handle
 from lastgood.redact import redact_text
-from lastgood.verify import store_findings
+from lastgood.integrity.verify import store_findings
 
 if TYPE_CHECKING:  # imported where used: the sidebar's check runs after every page, the Overview's too
     import pandas as pd

@@ -9,9 +9,11 @@ from typing import Any
 import pyarrow as pa
 import streamlit as st
 
-from lastgood import background, queries, ui
-from lastgood.overview import DAMAGED_RUNS_SHOWN
-from lastgood.output import short_bytes
+from lastgood import ui
+from lastgood.integrity import background
+from lastgood.index import queries
+from lastgood.index.overview import DAMAGED_RUNS_SHOWN
+from lastgood.cli.output import short_bytes
 
 
 @dataclass
@@ -128,7 +130,7 @@ def render_actions(actions: list[Action]) -> None:
 
 
 def figure(svg: str) -> None:
-    """A figure drawn as SVG by lastgood.svg_charts (escaped there; no chart library in the browser)."""
+    """A figure drawn as SVG by lastgood.display.svg_charts (escaped there; no chart library in the browser)."""
     st.markdown(svg, unsafe_allow_html=True)
 
 

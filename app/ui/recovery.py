@@ -13,7 +13,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from lastgood import health, queries, recovery, ui
+from lastgood import ui
+from lastgood.integrity import health
+from lastgood.index import queries
+from lastgood.recovery import plan as recovery
 from lastgood.errors import LastgoodError
 from lastgood.pages import page_path
 from lastgood.stores import OpenStore, open_store
@@ -267,7 +270,7 @@ def render_plan(plan: dict[str, Any]) -> None:
 
 def _as_text(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
     """Rows with mixed-type cells as short JSON text (a table column has one type)."""
-    from lastgood.output import dumps
+    from lastgood.cli.output import dumps
 
     def text(value: Any) -> str:
         shown = value if isinstance(value, str) else dumps(value, indent=None)

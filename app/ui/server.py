@@ -1,5 +1,5 @@
 """The dashboard process's hooks around each page run (the server itself: lastgood.ui.webserver;
-the start-up refresh: lastgood.serve).
+the start-up refresh: lastgood.serve.process).
 
 Around every page run (:func:`page_run`, used by the router) the index stays open and the
 sidebar's background data check starts after the page's content; the first session of a
@@ -16,7 +16,9 @@ from typing import Any
 
 import streamlit as st
 
-from lastgood import background, serve, ui
+from lastgood import ui
+from lastgood.integrity import background
+from lastgood.serve import process as serve
 
 
 # ---- one page run (the router wraps every page in these) -----------------------------------
@@ -144,7 +146,7 @@ def follow_startup_refresh(startup: serve.StartupRefresh) -> None:
 
 
 def startup_refreshed(startup: serve.StartupRefresh | None) -> bool:
-    """Whether ``lastgood ui``'s start-up thread refreshed the store (lastgood.serve): the first
+    """Whether ``lastgood ui``'s start-up thread refreshed the store (lastgood.serve.process): the first
     session waits for it instead of refreshing again; False when it did not (or failed: the
     page then indexes the store itself and shows why it cannot)."""
     if startup is None:

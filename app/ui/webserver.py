@@ -108,7 +108,7 @@ def load_pages(index_path: str, first_store_id: int | None) -> None:
     modules are imported here. ``first_store_id``: the store the first page shows,
     when the index holds it (None: a never-seen store, being indexed meanwhile)."""
     if first_store_id is not None:
-        from lastgood import page_queries
+        from lastgood.index import page_queries
 
         page_queries.prepare(index_path, first_store_id)
     from lastgood.ui import overview, server  # noqa: F401 - imported for the first page run

@@ -3,7 +3,7 @@
 LangGraph can store checkpoint values as pickles; unpickling runs code. Here the
 opcodes are only walked (``pickletools.genops``) to list the globals the pickle
 names, so a finding can say what it would have imported. Split from
-lastgood.readers.langgraph_serde.
+lastgood.readers.langgraph.serde.
 """
 
 from __future__ import annotations

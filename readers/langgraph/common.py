@@ -6,7 +6,7 @@
   Arrow table in ``CHECKPOINT_SCHEMA`` (column-wise, for big listings);
 - writes rows -> ``EventRecord`` (errors, interrupts, resumes, scheduled).
 
-DeltaChannel values rebuilt from writes: :mod:`lastgood.readers.langgraph_delta`.
+DeltaChannel values rebuilt from writes: :mod:`lastgood.readers.langgraph.delta`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from lastgood.readers.base import (
     Finding,
     PendingWrite,
 )
-from lastgood.readers.lazy import installed, lazy_module
-from lastgood.readers.langgraph_serde import (
+from lastgood.readers.common.lazy import installed, lazy_module
+from lastgood.readers.langgraph.serde import (
     KNOWN_CIPHERS,
     KNOWN_TYPES,
     decode_typed,

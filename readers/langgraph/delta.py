@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from lastgood.errors import DecodeError
 from lastgood.readers.base import PendingWrite
-from lastgood.readers.langgraph_serde import DELTA_SNAPSHOT_TYPE, message_role
+from lastgood.readers.langgraph.serde import DELTA_SNAPSHOT_TYPE, message_role
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 DELTA_NOTE = (

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from lastgood.readers.base import Finding
-from lastgood.readers.langgraph_common import ERROR
+from lastgood.readers.langgraph.common import ERROR
 from lastgood.errors import DecodeError
-from lastgood.readers.langgraph_serde import (
+from lastgood.readers.langgraph.serde import (
     dangerous_types,
     decode_typed,
     is_known_type,

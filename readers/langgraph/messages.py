@@ -1,5 +1,5 @@
 """Decoded LangChain messages and LangGraph states as Lastgood shows them (split from
-lastgood.readers.langgraph_serde, which re-exports these names): a message's role, the
+lastgood.readers.langgraph.serde, which re-exports these names): a message's role, the
 normalized ``{role, content, tool_calls, id, name, tool_call_id}`` form, and a state with
 user channels first and its message lists normalized.
 

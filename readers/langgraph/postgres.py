@@ -54,7 +54,7 @@ from lastgood.readers.base import (
     Reader,
     Scan,
 )
-from lastgood.readers.langgraph_common import (
+from lastgood.readers.langgraph.common import (
     KNOWN_CODECS_SQL,
     ERROR,
     CheckpointColumns,
@@ -64,10 +64,10 @@ from lastgood.readers.langgraph_common import (
     parse_metadata,
     sort_writes,
 )
-from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
-from lastgood.readers.langgraph_findings import codec_findings, payload_findings, pending_error_finding
-from lastgood.readers.langgraph_postgres_fetch import in_snapshot, in_thread, split_parts, stream_rows
-from lastgood.readers.langgraph_postgres_sql import (
+from lastgood.readers.langgraph.delta import Ancestor, rebuild_delta_values
+from lastgood.readers.langgraph.findings import codec_findings, payload_findings, pending_error_finding
+from lastgood.readers.langgraph.postgres_fetch import in_snapshot, in_thread, split_parts, stream_rows
+from lastgood.readers.langgraph.postgres_sql import (
     ADDED_SQL,
     BLOB_SIZES,
     BLOBS_SQL,
@@ -91,9 +91,9 @@ from lastgood.readers.langgraph_postgres_sql import (
     UNKNOWN_BLOB_CODECS_SQL,
     WRITES_SQL,
 )
-from lastgood.readers.langgraph_rows import columns_ok, key_problem, valid_rows
-from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
-from lastgood.readers.lazy import lazy_module
+from lastgood.readers.langgraph.rows import columns_ok, key_problem, valid_rows
+from lastgood.readers.langgraph.serde import aes_key_from_env, decode_typed, normalize_state
+from lastgood.readers.common.lazy import lazy_module
 from lastgood.readers.registry import display_url
 
 pa = lazy_module("pyarrow")  # imported on first use: the listing's queries start without it

@@ -1,5 +1,5 @@
 """SQL of the LangGraph Postgres reader: read-only statements mirroring the tables of
-``langgraph.checkpoint.postgres.base`` (see :mod:`lastgood.readers.langgraph_postgres`)."""
+``langgraph.checkpoint.postgres.base`` (see :mod:`lastgood.readers.langgraph.postgres`)."""
 
 from __future__ import annotations
 

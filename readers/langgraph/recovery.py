@@ -36,9 +36,9 @@ from typing import Any
 
 import msgpack
 
-from lastgood import journal as jr
+from lastgood.readers import journal as jr
 from lastgood.errors import CheckpointNotFound, ConflictError, LastgoodError, ReaderError
-from lastgood.readers.langgraph_common import new_uuid6
+from lastgood.readers.langgraph.common import new_uuid6
 
 TABLE = "lastgood_journal"
 SQLITE_TABLE_SQL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -190,7 +190,7 @@ class _Base:
         return self._append(conn, change.entry, new_head)
 
     def side_effects(self, run_id: str, namespace: str, after: Sequence[str]) -> list[dict[str, Any]]:
-        return []  # from the reader's pending writes (lastgood.recovery.side_effects)
+        return []  # from the reader's pending writes (lastgood.recovery.plan.side_effects)
 
 
 class SqliteRecovery(_Base):
@@ -199,13 +199,13 @@ class SqliteRecovery(_Base):
     placeholder = "?"
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        from lastgood.readers.langgraph_sqlite import sqlite_path
+        from lastgood.readers.langgraph.sqlite import sqlite_path
 
         self.url = url
         self.path = sqlite_path(url)
 
     def _read(self) -> sqlite3.Connection:
-        from lastgood.readers.langgraph_sqlite import connect_readonly
+        from lastgood.readers.langgraph.sqlite import connect_readonly
 
         return connect_readonly(self.path)
 
@@ -285,7 +285,7 @@ class PostgresRecovery(_Base):
         self.url = url
 
     def _connect(self, read_only: bool) -> Any:
-        from lastgood.readers.langgraph_postgres import connect_error, connect_readonly
+        from lastgood.readers.langgraph.postgres import connect_error, connect_readonly
 
         if read_only:
             return connect_readonly(self.url)

@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lastgood.readers.lazy import lazy_module
+from lastgood.readers.common.lazy import lazy_module
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
-from lastgood.readers.langgraph_common import checked_strings
-from lastgood.readers.validate import LANGGRAPH_TEXT_COLUMNS, Invalid, text
+from lastgood.readers.langgraph.common import checked_strings
+from lastgood.readers.common.validate import LANGGRAPH_TEXT_COLUMNS, Invalid, text
 
 SHOWN_CHARS = 60
 

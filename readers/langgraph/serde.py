@@ -13,7 +13,7 @@ imports anything named in data and never unpickles:
 - legacy ``json`` constructors (``{"lc": 1|2, "type": "constructor", ...}``)
   become the same tagged dicts;
 - ``pickle`` payloads are only walked with ``pickletools.genops`` to list the
-  globals they would import (lastgood.readers.pickle_scan);
+  globals they would import (lastgood.readers.common.pickle_scan);
 - ``msgpack+aes`` is decrypted only when a key is given.
 
 Nested ``bytes`` values inside msgpack data stay ``bytes``; a top-level
@@ -35,7 +35,7 @@ import msgpack
 
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, MissingDependency, ReaderError
-from lastgood.readers.langgraph_messages import (  # noqa: F401 - the message helpers are re-exported
+from lastgood.readers.langgraph.messages import (  # noqa: F401 - the message helpers are re-exported
     _LANGCHAIN_PREFIXES,
     DELTA_SNAPSHOT_TYPE,
     MESSAGE_ROLES,
@@ -46,7 +46,7 @@ from lastgood.readers.langgraph_messages import (  # noqa: F401 - the message he
     normalize_state,
     normalize_value,
 )
-from lastgood.readers.pickle_scan import decode_pickle, pickle_globals  # noqa: F401 - pickle_globals re-exported
+from lastgood.readers.common.pickle_scan import decode_pickle, pickle_globals  # noqa: F401 - pickle_globals re-exported
 
 AES_KEY_ENV = "LANGGRAPH_AES_KEY"
 NUMPY_TYPE = "numpy.ndarray"
@@ -137,7 +137,7 @@ def _fast_msgpack(payload: bytes) -> Any:
     the key types; only keys the exact path keeps as they are (text, numbers, booleans,
     None) count. Anything else — an error, a bound exceeded, a bytes or unhashable key —
     is ``_EXACT``, and the exact path decides (with its messages)."""
-    from lastgood.readers import validate
+    from lastgood.readers.common import validate
 
     try:
         value = msgpack.unpackb(payload, **_FAST_OPTIONS)
@@ -153,7 +153,7 @@ def _fast_msgpack(payload: bytes) -> Any:
 
 def _bounded(value: Any, size: int) -> Any:
     """``value`` when it is within lastgood.limits (depth, size), else DecodeError."""
-    from lastgood.readers import validate
+    from lastgood.readers.common import validate
 
     try:
         validate.check_state(value, "value", size)

@@ -33,8 +33,8 @@ from lastgood.readers.base import (
     Reader,
     Scan,
 )
-from lastgood.readers.gc_pause import gc_paused
-from lastgood.readers.langgraph_common import (
+from lastgood.readers.common.gc_pause import gc_paused
+from lastgood.readers.langgraph.common import (
     ERROR,
     KNOWN_CODECS_SQL,
     checkpoints_batch,
@@ -43,12 +43,12 @@ from lastgood.readers.langgraph_common import (
     parse_metadata,
     sort_writes,
 )
-from lastgood.readers.langgraph_delta import Ancestor, rebuild_delta_values
-from lastgood.readers.langgraph_findings import payload_findings
-from lastgood.readers.langgraph_rows import ALL_ROWS_SQL, sqlite_row_findings
-from lastgood.readers.langgraph_sqlite_fetch import (NOT_BUILT, ChunkFetch, drop_prefetched, file_stamp, is_live,
+from lastgood.readers.langgraph.delta import Ancestor, rebuild_delta_values
+from lastgood.readers.langgraph.findings import payload_findings
+from lastgood.readers.langgraph.rows import ALL_ROWS_SQL, sqlite_row_findings
+from lastgood.readers.langgraph.sqlite_fetch import (NOT_BUILT, ChunkFetch, drop_prefetched, file_stamp, is_live,
                                                      ranges, take_prefetched)
-from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
+from lastgood.readers.langgraph.sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
     Key,
     ParentColumns,
     SideQueries,
@@ -63,8 +63,8 @@ from lastgood.readers.langgraph_sqlite_listing import (  # noqa: F401 - missing_
     structure_findings,
     valid_columns,
 )
-from lastgood.readers.langgraph_serde import aes_key_from_env, decode_typed, normalize_state
-from lastgood.readers.lazy import lazy_module
+from lastgood.readers.langgraph.serde import aes_key_from_env, decode_typed, normalize_state
+from lastgood.readers.common.lazy import lazy_module
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
@@ -73,7 +73,7 @@ TOKEN_VERSION = 1
 MMAP_LIMIT = 2**31
 
 # metadata as bytes whatever its SQLite type (TEXT that is not UTF-8 must not fail the scan);
-# rows the validation boundary rejected (lastgood.readers.langgraph_rows) are skipped by rowid.
+# rows the validation boundary rejected (lastgood.readers.langgraph.rows) are skipped by rowid.
 # A listing goes by rowid ranges: each is taken column-wise (langgraph_sqlite_fetch.CHUNK_SQL)
 # when all its rows are plain, else row by row with this query
 _SKIPPED = "rowid NOT IN (SELECT value FROM json_each(?))"

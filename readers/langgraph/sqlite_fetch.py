@@ -234,7 +234,7 @@ def _columns(row: tuple[Any, ...]) -> Any:
     """chunk_columns once the command itself imported its module (a prefetch starts before
     the command's imports; importing Lastgood modules here too could cross them); before
     that the range is left to the scan (NOT_BUILT)."""
-    listing = sys.modules.get("lastgood.readers.langgraph_sqlite_listing")
+    listing = sys.modules.get("lastgood.readers.langgraph.sqlite_listing")
     chunk_columns = getattr(listing, "chunk_columns", None)  # None while still being imported
     return chunk_columns(row) if chunk_columns is not None else NOT_BUILT
 

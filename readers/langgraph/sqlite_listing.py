@@ -19,11 +19,11 @@ from typing import Any
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
-from lastgood.readers.langgraph_common import CheckpointColumns, metadata_joined, string_array
-from lastgood.readers.langgraph_findings import codec_findings, pending_error_finding
-from lastgood.readers.langgraph_rows import NotUtf8, key_arrays, key_problem, row_finding
-from lastgood.readers.langgraph_serde import is_known_type
-from lastgood.readers.lazy import lazy_module
+from lastgood.readers.langgraph.common import CheckpointColumns, metadata_joined, string_array
+from lastgood.readers.langgraph.findings import codec_findings, pending_error_finding
+from lastgood.readers.langgraph.rows import NotUtf8, key_arrays, key_problem, row_finding
+from lastgood.readers.langgraph.serde import is_known_type
+from lastgood.readers.common.lazy import lazy_module
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 np = lazy_module("numpy")

@@ -29,7 +29,7 @@ import orjson
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
-from lastgood.readers import validate
+from lastgood.readers.common import validate
 from lastgood.readers.base import (CHECKPOINT_FIELDS, EVENT_NAMES, CheckpointRecord, Finding, arrow_schema,
                                    lazy_schema, rows_table)
 

@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from lastgood.readers import native_format as nf
-from lastgood.readers.native_structure import PLAIN_LOCATION_SQL
-from lastgood.readers.validate import BAD_ROW_SQL
+from lastgood.readers.native import format as nf
+from lastgood.readers.native.structure import PLAIN_LOCATION_SQL
+from lastgood.readers.common.validate import BAD_ROW_SQL
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Reader for the native Lastgood store (layout in readers/native_format.py, docs/format.md).
+"""Reader for the native Lastgood store (layout in readers/native/format.py, docs/format.md).
 
 Listing reads only the catalog: compacted Parquet parts plus the tail of
 JSON-lines commit markers, and the pending markers of saves in progress. A
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, NotAFile, ReaderError, TooLarge, UnsafePath
-from lastgood.readers import native_format as nf
-from lastgood.readers import native_structure, validate
+from lastgood.readers.native import format as nf
+from lastgood.readers.native import structure as native_structure
+from lastgood.readers.common import validate
 from lastgood.readers.base import (
     CheckpointRecord,
     Finding,
@@ -31,11 +32,11 @@ from lastgood.readers.base import (
     Scan,
     checkpoints_table,
 )
-from lastgood.readers.fsutil import (Size, blob_limit, is_local, is_temp_name, local_file_size,
+from lastgood.readers.common.fsutil import (Size, blob_limit, is_local, is_temp_name, local_file_size,
                                      local_sizes, local_stamps, open_fs, private_copy, read_bounded, real_root,
                                      require_dir, safe_join)
-from lastgood.readers.jsonpatch import PatchError, apply_patch_sized
-from lastgood.readers.native_profile import part_profile
+from lastgood.readers.common.jsonpatch import PatchError, apply_patch_sized
+from lastgood.readers.native.profile import part_profile
 
 if TYPE_CHECKING:  # pyarrow is imported when something is listed (a reopen lists nothing new)
     import pyarrow as pa
@@ -401,7 +402,7 @@ class NativeReader(Reader):
                 yield from self._data_findings(record)
 
     def check_structure(self, keys: Sequence[tuple[str, str, str]]) -> list[Finding]:
-        """Structure depth for ``keys`` (run, namespace, id) as listed now (lastgood.readers.native_structure;
+        """Structure depth for ``keys`` (run, namespace, id) as listed now (lastgood.readers.native.structure;
         the blob tree is walked once when the keys are a good share of the store)."""
         entries, _ = self._entries(None)
         try:

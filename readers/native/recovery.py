@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from lastgood import journal as jr
+from lastgood.readers import journal as jr
 from lastgood.errors import ConflictError, DecodeError, LastgoodError
-from lastgood.readers import native_format as nf
-from lastgood.readers.fsutil import atomic_write, is_local, open_fs, safe_join
+from lastgood.readers.native import format as nf
+from lastgood.readers.common.fsutil import atomic_write, is_local, open_fs, safe_join
 
 ENTRIES = f"{nf.JOURNAL}/entries"
 LOCK = f"{nf.JOURNAL}/lock.json"
@@ -47,7 +47,7 @@ HEAD_FIELDS = ("step", "kind", "codec", "location", "checksum")
 
 
 class NativeRecovery:
-    """``RecoveryBackend`` for a native store (see ``lastgood.journal``)."""
+    """``RecoveryBackend`` for a native store (see ``lastgood.readers.journal``)."""
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = url
@@ -204,7 +204,7 @@ class NativeRecovery:
 
     def check_head(self, run_id: str, namespace: str, target_id: str, expected_state: Any) -> jr.HeadCheck:
         """Load the head through ``NativeWriter.load_head_state`` and compare it."""
-        from lastgood.readers.native_writer import NativeWriter
+        from lastgood.readers.native.writer import NativeWriter
 
         try:
             writer = NativeWriter(self.url, self.storage_options, create=False)
@@ -219,7 +219,7 @@ class NativeRecovery:
         return jr.HeadCheck(True, "NativeWriter.load_head_state returns the target's state")
 
     def side_effects(self, run_id: str, namespace: str, after: Sequence[str]) -> list[dict[str, Any]]:
-        return []  # native events and metadata come from the index (lastgood.recovery)
+        return []  # native events and metadata come from the index (lastgood.recovery.plan)
 
     def _head_path(self, run_id: str, namespace: str) -> str:
         suffix = f"@{nf.quote_name(namespace)}" if namespace else ""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lastgood.errors import UsageError
-from lastgood.readers import native_format as nf
+from lastgood.readers.native import format as nf
 from lastgood.readers.base import CheckpointRecord, ParquetSource
 
 if TYPE_CHECKING:

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lastgood.errors import StoreNotFound
-from lastgood.readers import native_format as nf
-from lastgood.readers.fsutil import atomic_write, full_fs, is_local, is_temp_name, open_fs, safe_join
-from lastgood.readers.jsonpatch import make_patch
+from lastgood.readers.native import format as nf
+from lastgood.readers.common.fsutil import atomic_write, full_fs, is_local, is_temp_name, open_fs, safe_join
+from lastgood.readers.common.jsonpatch import make_patch
 
 DEFAULT_FULL_EVERY = 10
 
@@ -221,7 +221,7 @@ class NativeWriter:
     def load_head_state(self, run_id: str, namespace: str = "") -> Any:
         """The state a resuming agent should continue from (None for a new run)."""
         from lastgood.readers.base import CheckpointRecord
-        from lastgood.readers.native import NativeReader
+        from lastgood.readers.native.reader import NativeReader
 
         head = self.head(run_id, namespace)
         if head is None:
