@@ -6,6 +6,7 @@
     python3 dev.py lock        # re-resolve constraints.txt (the versions dev.py and CI install) in a new venv
     python3 dev.py drift       # the newest versions pyproject.toml allows, in .venv-drift, and the whole suite
     python3 dev.py fixtures [NAME ...]   # regenerate sample stores written by other frameworks (their own venvs)
+    python3 dev.py fixtures --verify [NAME ...]   # the framework round trips: a restore read back by the framework
 
 ``ui`` and ``test`` install exactly the versions pinned in ``constraints.txt``, so a new machine runs what
 CI tested. ``drift`` ignores the pins: run it before ``lock`` (when a dependency has released, or monthly)
@@ -100,9 +101,15 @@ def ensure_debian_packages() -> None:
 
 
 def sample_stores() -> list[str]:
-    stores = [ROOT / "sample_data" / "agents"]
-    stores += sorted((ROOT / "sample_data").glob("langgraph*.sqlite"))
-    return [str(s) for s in stores if s.exists()]
+    """Every store under sample_data/: the native store, the databases, the framework folders and
+    one store per training layout (the generators and the manifest are not stores)."""
+    data = ROOT / "sample_data"
+    stores = [p for p in sorted(data.iterdir())
+              if p.name not in ("generators", "training") and not p.name.startswith((".", "_"))
+              and (p.is_dir() or p.suffix in (".sqlite", ".db"))]
+    training = data / "training"
+    stores += sorted(p for p in training.iterdir() if p.is_dir()) if training.is_dir() else []
+    return [str(s) for s in stores]
 
 
 def lock() -> int:
@@ -150,7 +157,11 @@ def _pin(line: str) -> tuple[str, str]:
 
 
 def fixtures(names: list[str]) -> int:
-    """Regenerate the sample stores of other frameworks, each in its own pinned virtualenv."""
+    """Regenerate the sample stores of other frameworks, each in its own pinned virtualenv; with
+    ``--verify``, run the framework round trips instead (a Lastgood action read back through each
+    framework's own API; the virtualenvs are created when missing)."""
+    if "--verify" in names:
+        return verify_round_trips([n for n in names if n != "--verify"])
     available = sorted(p.name for p in GENERATORS.iterdir() if (p / "generate.py").exists())
     for name in names or available:
         if name not in available:
@@ -164,6 +175,16 @@ def fixtures(names: list[str]) -> int:
         run_logged([str(python_of(venv)), str(folder / "generate.py"), *_generator_args(folder)],
                    f"writing {name}'s sample store", cwd=ROOT)
     return 0
+
+
+def verify_round_trips(names: list[str]) -> int:
+    ensure_venv(EXTRAS["test"])
+    ensure_debian_packages()
+    files = sorted(GENERATORS.glob("*/test_roundtrip*.py"))
+    files = [f for f in files if not names or f.parent.name in names]
+    step(f"running {len(files)} framework round-trip files (each framework's pinned virtualenv)")
+    return subprocess.call([str(python_of(VENV)), "-m", "pytest", "--import-mode=importlib", "-p", "no:cacheprovider",
+                            *map(str, files)], cwd=ROOT)
 
 
 def _generator_args(folder: Path) -> list[str]:

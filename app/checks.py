@@ -49,3 +49,21 @@ class Check(StrEnum):
     NON_FINITE = "non-finite"
     # operator actions
     QUARANTINED = "quarantined"
+    # training checkpoints (torch.save files, Lightning, torch DCP, Orbax)
+    CRC_MISMATCH = "crc-mismatch"  # a zip entry's bytes do not match its CRC-32
+    ZERO_TENSOR = "zero-tensor"  # a weight matrix holds only zeros
+    # training checkpoints (Hugging Face Trainer folders, safetensors folders, DeepSpeed)
+    SAFETENSORS_HEADER = "safetensors-header"  # the reference implementation rejects it (its code in the message)
+    SHARD_MISSING = "shard-missing"  # a shard a weights index names is not there
+    INDEX_MISMATCH = "index-mismatch"  # a weights index, its shard files and their headers disagree
+    UNSAFE_PICKLE = "unsafe-pickle"  # a pickle names a global outside the allowlist (never loaded)
+    TORCH_FILE = "torch-file"  # a torch.save file is damaged (no zip central directory, a storage missing…)
+    LOSS_SPIKE = "loss-spike"  # a logged loss far above the ones before it
+    NORM_JUMP = "norm-jump"  # a tensor's norm changed by a large factor since the previous checkpoint
+    POINTER_DANGLING = "pointer-dangling"  # a resume pointer (DeepSpeed `latest`) names what is not there
+    # OpenAI Agents SDK sessions (SQLiteSession, AdvancedSQLiteSession)
+    SESSION_MISSING = "session-missing"  # items of a session that has no agent_sessions row
+    SEQUENCE_DUPLICATE = "sequence-duplicate"  # two items of one branch share a sequence_number
+    # Google ADK DatabaseSessionService, Agno SqliteDb/PostgresDb (SESSION_MISSING above too)
+    OUT_OF_ORDER = "out-of-order"  # an event's timestamp puts it before events written earlier
+    STATE_REPLAY = "state-replay"  # a state_delta that is not an object: the state does not replay past it

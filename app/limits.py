@@ -10,6 +10,8 @@ At the bottom of the package (imports nothing from Lastgood) so readers use it t
 
 from __future__ import annotations
 
+import os
+
 # ---- reads ------------------------------------------------------------------------
 BLOB_MARGIN_BYTES = 4096  # a blob may be read up to its recorded size plus this
 MAX_BLOB_BYTES = 512 * 1024 * 1024  # a blob with no recorded size: at most this
@@ -34,3 +36,20 @@ MAX_INT64 = 2**63 - 1
 SNAPSHOT_SECONDS = 60.0  # a native catalog that keeps changing is re-read for at most this long
 SNAPSHOT_STALLED = 3  # re-reads of an unchanged listing whose files cannot be read, then an error
 PORT_CHECK_SECONDS = 1.0
+
+
+# ---- what a refresh does on its own --------------------------------------------------
+# stores of at most this many checkpoints get their blob files walked (presence, size) on every
+# refresh; beyond it, catalog-level checks only until `lastgood verify STORE`
+AUTO_WALK_ENTRIES = 100_000
+
+
+def auto_walk_entries() -> int:
+    """:data:`AUTO_WALK_ENTRIES`, or ``LASTGOOD_AUTO_WALK_ENTRIES`` (0: never walk on a refresh)."""
+    raw = os.environ.get("LASTGOOD_AUTO_WALK_ENTRIES", "").strip()
+    try:
+        return max(0, int(raw)) if raw else AUTO_WALK_ENTRIES
+    except ValueError:
+        from lastgood.errors import UsageError
+
+        raise UsageError(f"LASTGOOD_AUTO_WALK_ENTRIES must be a number of checkpoints, not {raw!r}") from None

@@ -11,36 +11,32 @@ from typing import Any
 
 from lastgood.index import attached
 from lastgood.index.catalog import Catalog, RefreshReport
+from lastgood.index.marks import sync_marks
+from lastgood.index.store import OpenStore  # noqa: F401 - the entry point hands it out
 from lastgood.credentials import Vault, split_url
 from lastgood.config import Settings, load_settings
+from lastgood import limits
 from lastgood.errors import UsageError
 from lastgood.integrity.verify import VerifyReport, count_to_check, verify_store
-from lastgood.readers.base import Reader
-from lastgood.readers.registry import display_url, open_reader
+from lastgood.readers.registry import display_url, normalize_url, open_reader
 
 CHECK_DEPTHS = ("auto", "data", "structure", "none")
 # "auto" decodes the blobs not yet data-checked when they add up to at most this many bytes
 # (a first look at a store with huge blobs lists at once; `lastgood verify --read-data` does
 # the rest); LASTGOOD_AUTO_DATA_BYTES overrides it (0: never decode automatically)
 AUTO_DATA_BYTES = 16 * 2**20
+# …and, on an object store or a database server, at most this many checkpoints (each is a request: a
+# first look at 10,000 small blobs on S3 would wait on 10,000 GETs; `verify --read-data` reads them all)
+AUTO_DATA_REMOTE_CHECKPOINTS = 256
 # every refresh runs the catalog-level structure checks (lineage, codecs, saves, heads); the walk of
 # the blob files (presence and size of each) runs automatically only for stores of at most
-# lastgood.readers.native.structure.AUTO_WALK_ENTRIES checkpoints (LASTGOOD_AUTO_WALK_ENTRIES;
-# beyond: pending until `lastgood verify STORE` or a data check)
+# lastgood.limits.AUTO_WALK_ENTRIES checkpoints (LASTGOOD_AUTO_WALK_ENTRIES;
+# beyond: pending until `lastgood verify STORE` or a data check)…
+# …and, when the blob files are on an object store, of at most this many unless
+# LASTGOOD_AUTO_WALK_ENTRIES says otherwise (its listing is one request per 1,000 objects,
+# one page after another: 10 sequential LISTs for 10,000 blobs would dwarf the catalog's few GETs)
+AUTO_WALK_REMOTE_ENTRIES = 1_000
 Progress = Callable[[int, int | None], None]
-
-
-@dataclass
-class OpenStore:
-    """A store the index knows, with its reader open."""
-
-    url: str
-    store_id: int
-    reader: Reader
-
-    @property
-    def display_url(self) -> str:
-        return display_url(self.url)
 
 
 @dataclass
@@ -52,20 +48,6 @@ class IndexSummary:
 
 def open_catalog(settings: Settings | None = None) -> Catalog:
     return Catalog((settings or load_settings()).index_path)
-
-
-def normalize_url(url: str) -> str:
-    """Local paths become absolute and real so one store has one index entry: ``file://…`` and
-    ``sqlite://…`` URLs become the plain path they name, a relative one is resolved here, once,
-    not by whichever directory a later command runs in, and symbolic links on the way are
-    followed (a store opened through a link and by its own path is one store)."""
-    if url.startswith(("file://", "sqlite://")):
-        from lastgood.readers.langgraph.sqlite import sqlite_path  # the file:// and sqlite:// rules
-
-        return os.path.realpath(sqlite_path(url))
-    if "://" in url:
-        return url.rstrip("/") if not url.startswith(("postgresql://", "postgres://")) else url
-    return os.path.realpath(os.path.expanduser(url))
 
 
 def open_store(catalog: Catalog, url: str, reader_name: str | None = None,
@@ -124,15 +106,22 @@ def index_store(catalog: Catalog, url: str, *, reader_name: str | None = None, f
     _sync_recovery_marks(catalog, store)
     if check == "auto":
         pending = data_pending(catalog, store.store_id, only_unverified=not full)
-        check = "data" if pending.size_bytes <= auto_data_bytes() else "structure"
+        affordable = pending.size_bytes <= auto_data_bytes() and (
+            not _remote(store.url) or pending.checkpoints <= AUTO_DATA_REMOTE_CHECKPOINTS)
+        check = "data" if affordable else "structure"
     report = None
     if check != "none":  # nothing new to check (a reopen): no verification pass at all
         pending = full or count_to_check(catalog, store.store_id, check, True)
         report = (verify_store(catalog, store.store_id, store.reader, read_data=check == "data",
                                only_unverified=not full, progress=progress,
-                               blob_walk=store_size(catalog, store.store_id) <= auto_walk_entries())
+                               blob_walk=store_size(catalog, store.store_id) <= auto_walk_entries(store))
                   if pending else VerifyReport(depth=check))
     return IndexSummary(store, refresh, report)
+
+
+def _remote(url: str) -> bool:
+    """An object store or a database server: each checkpoint read is a request over the network."""
+    return "://" in url and not url.startswith(("file://", "sqlite://", "memory://"))
 
 
 @dataclass(frozen=True)
@@ -166,12 +155,16 @@ def blobs_pending(catalog: Catalog, store_id: int) -> int:
                                   AND coalesce(verified, '') = 'catalog'""", [store_id]).fetchone()[0])
 
 
-def auto_walk_entries() -> int:
+def auto_walk_entries(store: OpenStore | None = None) -> int:
     """Stores of at most this many checkpoints get their blob files walked on every refresh
-    (``LASTGOOD_AUTO_WALK_ENTRIES`` overrides it; the rule lives beside the walk)."""
-    from lastgood.readers.native.structure import auto_walk_entries as limit
+    (``LASTGOOD_AUTO_WALK_ENTRIES`` overrides it); ``store``'s blob files on an object store:
+    at most :data:`AUTO_WALK_REMOTE_ENTRIES` unless that variable is set."""
+    limit = limits.auto_walk_entries()
+    if store is None or os.environ.get("LASTGOOD_AUTO_WALK_ENTRIES", "").strip():
+        return limit
+    from lastgood.integrity.parallel import remote_blob_files
 
-    return limit()
+    return min(limit, AUTO_WALK_REMOTE_ENTRIES) if remote_blob_files(store.reader) else limit
 
 
 def auto_data_bytes() -> int:
@@ -184,9 +177,7 @@ def auto_data_bytes() -> int:
 
 
 def _sync_recovery_marks(catalog: Catalog, store: OpenStore) -> None:
-    """Quarantined/superseded statuses come from the store's journal (lastgood.recovery.plan)."""
-    from lastgood.recovery.plan import sync_marks
-
+    """Quarantined/superseded statuses come from the store's journal (lastgood.index.marks)."""
     sync_marks(catalog, store)
 
 

@@ -6,12 +6,15 @@ A reader turns one store URL into:
   refresh reads only what changed;
 - on demand, one checkpoint's decoded state, raw bytes and pending writes.
 
-Optional capabilities are detected with ``getattr``:
+Beyond that base contract, a reader may offer optional *capabilities*, each a named
+protocol below (:class:`Capability`): format-specific checks, set-based structure checks,
+blob files on an fsspec filesystem, write actions through a recovery backend, conversation
+messages. The core asks :func:`capabilities` / :func:`capability` and never probes with
+``getattr``; a format is named only in :mod:`lastgood.readers.registry`. ``docs/readers.md``
+walks through writing one, and :mod:`lastgood.readers.testing` is the conformance kit every
+reader passes.
 
-    check_checkpoints(records: Iterable[CheckpointRecord], read_data: bool) -> Iterator[Finding]
-        format-specific integrity checks; never raises for damaged data.
-
-Readers never modify a store.
+Readers never modify a store (write actions go through ``recovery()``, never ``scan``).
 """
 
 from __future__ import annotations
@@ -19,20 +22,51 @@ from __future__ import annotations
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from contextlib import AbstractContextManager, nullcontext
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from lastgood.checks import Check
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-Status = Literal["ok", "corrupt", "incomplete", "quarantined", "superseded"]
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
+
+T = TypeVar("T")
+
+
+class Status(StrEnum):
+    """A checkpoint's status. SQL names them through :func:`sql_statuses`, never as literals."""
+
+    OK = "ok"
+    CORRUPT = "corrupt"
+    INCOMPLETE = "incomplete"
+    QUARANTINED = "quarantined"
+    SUPERSEDED = "superseded"
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+DAMAGED_STATUSES = (Status.CORRUPT, Status.INCOMPLETE)  # what a check found: no readable state
+MARKED_STATUSES = (Status.QUARANTINED, Status.SUPERSEDED)  # set by an action (the journal)
+
+
+def sql_statuses(*statuses: Status) -> str:
+    """``statuses`` as SQL: ``'ok'`` for one, ``('corrupt', 'incomplete')`` for several."""
+    quoted = ", ".join(f"'{Status(s).value}'" for s in statuses)
+    return quoted if len(statuses) == 1 else f"({quoted})"
+
+
+def sql_status_counts(column: str = "status") -> str:
+    """``count(*) FILTER (WHERE <column> = 'ok') AS ok, …`` for every status (SQL select items)."""
+    return ",\n       ".join(f"count(*) FILTER (WHERE {column} = '{s.value}') AS {s.value}" for s in Status)
+
+
 Severity = Literal["error", "warning", "info"]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-STATUSES: tuple[str, ...] = ("ok", "corrupt", "incomplete", "quarantined", "superseded")
 TRIGGERS: tuple[str, ...] = ("periodic", "event", "manual", "final", "restore")
 
 
@@ -48,7 +82,7 @@ class CheckpointRecord:
     created_at: datetime | None = None
     trigger: str | None = None
     kind: str = "full"
-    status: str = "ok"
+    status: str = Status.OK
     status_reason: str | None = None
     size_bytes: int | None = None
     checksum: str | None = None
@@ -107,6 +141,58 @@ class PendingWrite:
     value: Any
     idx: int = 0
     task_path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorEntry:
+    """One tensor of a training checkpoint, as its file's header or index describes it (no data read).
+
+    ``dtype`` uses safetensors' names (F32, BF16, F8_E4M3…; see lastgood.readers.tensors.dtypes);
+    ``file`` is relative to the store root; ``offset`` is where its little-endian bytes start in
+    that file (None when they cannot be read directly, e.g. a strided view)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    file: str
+    offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSummary:
+    """What a full read found in one tensor (yielded by ``check_checkpoints`` at data depth beside
+    the findings; the index keeps them in its ``tensors`` table for pages, SQL and tensor diffs).
+    Statistics are over the finite values; ``sha256`` of the tensor's raw bytes when computed."""
+
+    run_id: str
+    checkpoint_id: str
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    namespace: str = ""
+    numel: int = 0
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    zeros: int = 0
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    norm: float | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """One value a training run logged (Trainer's ``log_history``, Lightning's logged metrics)."""
+
+    step: int
+    name: str
+    value: float
+    run_id: str = ""
+    created_at: datetime | None = None
 
 
 # column names and Arrow types of a listing's tables; the pyarrow schemas themselves
@@ -267,6 +353,15 @@ class Reader(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    # a format without write actions says why (shown on disabled buttons); None: the generic reason
+    read_only_reason: ClassVar[str | None] = None
+    # checkpoint ids are unique within a run only (step folders, numbered files): the same id in
+    # several runs is normal and gets no warning (pages and commands name them RUN/ID)
+    ids_per_run: ClassVar[bool] = False
+    # each checkpoint's state is every earlier item plus its own (a session's messages, an event log):
+    # a full check reads each item through the reader's own checks instead of decoding every
+    # checkpoint's whole state (which grows with the square of the run's length)
+    cumulative_states: ClassVar[bool] = False
     # where the index takes private copies of big compacted parts it reads in place
     # (lastgood.index.attached), and from what size; None: the reader takes no copies
     snapshot_dir: str | None = None
@@ -297,6 +392,12 @@ class Reader(ABC):
         """Writes recorded against the checkpoint (empty when the format has none)."""
         return []
 
+    def decoding_together(self) -> AbstractContextManager[Any]:
+        """A block in which several states of this store are decoded (a diff, a history walk):
+        a reader may share what they hold in common (equal values decode to one object, which
+        the diff skips). Decoded values may then be shared: callers must not mutate them."""
+        return nullcontext()
+
     def close(self) -> None:
         """Release connections and handles."""
 
@@ -305,3 +406,165 @@ class Reader(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---- optional capabilities -------------------------------------------------------------
+# A reader offers a capability by defining its methods; the core asks ``capabilities(reader)``
+# (or ``capability(reader, Protocol)``) and never probes with getattr. Each protocol below is
+# the whole written contract of its capability.
+
+
+class Capability(StrEnum):
+    CHECKS = "checks"  # ChecksCheckpoints
+    SET_STRUCTURE = "set-structure"  # ChecksStructure
+    LISTED_STRUCTURE = "listed-structure"  # ListsStructure
+    LISTED_CATALOG = "listed-catalog"  # ListsCatalogStructure
+    BLOB_FILES = "blob-files"  # HasBlobFiles
+    RECOVERY = "recovery"  # Recoverable
+    MESSAGES = "messages"  # NormalizesMessages
+    TENSORS = "tensors"  # HasTensors
+    METRICS = "metrics"  # HasMetrics
+    TASK_NODES = "task-nodes"  # NamesTaskNodes
+    RETENTION = "retention"  # Prunable
+
+
+@runtime_checkable
+class ChecksCheckpoints(Protocol):
+    """Format-specific integrity checks of listed checkpoints; ``read_data`` reads every byte.
+    Never raises for damaged data: every problem is a Finding. At data depth a reader of tensors
+    may also yield a :class:`TensorSummary` per tensor it read (the index keeps them)."""
+
+    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False
+                          ) -> Iterator[Finding | TensorSummary]: ...
+
+
+@runtime_checkable
+class ChecksStructure(Protocol):
+    """Structure checks of many checkpoints at once (a few set-based queries, not one read per
+    checkpoint), from bare keys ``(run_id, namespace, checkpoint_id)``."""
+
+    def check_structure(self, keys: Sequence[tuple[str, str, str]]) -> list[Finding]: ...
+
+
+@runtime_checkable
+class ListsStructure(Protocol):
+    """The structure findings the reader's last full scan already computed: ``(checkpoints
+    covered, findings)`` when ``token`` is that scan's token, else None."""
+
+    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None: ...
+
+
+@runtime_checkable
+class ListsCatalogStructure(Protocol):
+    """Like :class:`ListsStructure`, catalog-level checks only (no walk of the blob files)."""
+
+    def listed_catalog_structure(self, token: str | None) -> tuple[int, list[Finding]] | None: ...
+
+
+@runtime_checkable
+class HasBlobFiles(Protocol):
+    """Blobs are files of an fsspec filesystem: verification fetches many at once from object
+    stores (``fs.cat`` of ``blob_path(record.location)``) and hands them in by swapping ``fs``."""
+
+    fs: Any
+
+    def blob_path(self, location: str) -> str: ...
+
+
+@runtime_checkable
+class Recoverable(Protocol):
+    """Write actions (restore, rollback, quarantine, undo) through a
+    :class:`lastgood.readers.journal.RecoveryBackend`."""
+
+    def recovery(self) -> RecoveryBackend: ...
+
+
+@runtime_checkable
+class NormalizesMessages(Protocol):
+    """Conversation messages in this format's shape as ``{role, content, tool_calls?, name?,
+    tool_call_id?, id?}`` dicts (None: not a message): the Diff page's conversation, side
+    effects of a restore."""
+
+    def normalize_message(self, value: Any) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
+class HasTensors(Protocol):
+    """A training checkpoint's tensors: listed from headers (cheap), read in chunks of raw bytes
+    (the core hashes, decodes, computes stats and tensor diffs; lastgood.readers.tensors)."""
+
+    def tensors(self, record: CheckpointRecord) -> list[TensorEntry]: ...
+
+    def read_tensor(self, record: CheckpointRecord, entry: TensorEntry, chunk_bytes: int
+                    ) -> Iterator[bytes | memoryview]: ...
+
+
+@runtime_checkable
+class HasMetrics(Protocol):
+    """What a training run logged over steps (loss, learning rate, eval…), read on demand."""
+
+    def metrics(self, run_id: str) -> list[MetricPoint]: ...
+
+
+@runtime_checkable
+class NamesTaskNodes(Protocol):
+    """The nodes whose tasks ran from each checkpoint of these runs (LangGraph: the task paths of
+    its pending writes), keyed ``(run_id, namespace, checkpoint_id)``: the nodes that produced its
+    children. One set-based read of the store per call."""
+
+    def task_nodes(self, run_ids: Sequence[str]) -> dict[tuple[str, str, str], list[str]]: ...
+
+
+@runtime_checkable
+class Prunable(Protocol):
+    """Retention (storage breakdown, prune with archive, undo) through a
+    :class:`lastgood.readers.journal.RetentionBackend`: what each table/channel costs, which
+    checkpoints a kept one needs to be read, and archive-then-delete / restore, journaled."""
+
+    def retention(self) -> RetentionBackend: ...
+
+
+PROTOCOLS: dict[Capability, type] = {
+    Capability.CHECKS: ChecksCheckpoints,
+    Capability.SET_STRUCTURE: ChecksStructure,
+    Capability.LISTED_STRUCTURE: ListsStructure,
+    Capability.LISTED_CATALOG: ListsCatalogStructure,
+    Capability.BLOB_FILES: HasBlobFiles,
+    Capability.RECOVERY: Recoverable,
+    Capability.MESSAGES: NormalizesMessages,
+    Capability.TENSORS: HasTensors,
+    Capability.METRICS: HasMetrics,
+    Capability.TASK_NODES: NamesTaskNodes,
+    Capability.RETENTION: Prunable,
+}
+
+
+def backend_named(target: str, reader: Reader) -> RecoveryBackend:
+    """The recovery backend class ``"module:Class"`` for ``reader``'s store (imported only when an
+    action is planned; a reader's ``recovery()`` usually returns this)."""
+    import importlib
+
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)(reader.url, reader.storage_options)
+
+
+def capabilities(reader: Reader | type[Reader]) -> frozenset[Capability]:
+    """What ``reader`` (an instance or its class) offers beyond the base contract."""
+    return frozenset(c for c, proto in PROTOCOLS.items() if _offers(reader, proto))
+
+
+def capability(reader: Reader, proto: type[T]) -> T | None:
+    """``reader`` as ``proto`` when it offers that capability, else None."""
+    return reader if _offers(reader, proto) else None  # type: ignore[return-value]
+
+
+def _offers(reader: Any, proto: type) -> bool:
+    if isinstance(reader, type):
+        return all(callable(getattr(reader, name, None)) or name in getattr(reader, "__annotations__", {})
+                   for name in _members(proto))
+    return isinstance(reader, proto)
+
+
+def _members(proto: type) -> tuple[str, ...]:
+    return tuple(n for n in vars(proto) if not n.startswith("_")) + tuple(
+        getattr(proto, "__annotations__", {}))

@@ -1,29 +1,67 @@
-"""Which reader opens which URL.
+"""Which reader opens which URL: the one place a store format is named.
 
-Built-in readers are named by dotted path and imported only when used, so
-optional dependencies (psycopg, s3fs…) are needed only for the stores that
-need them. Third-party readers register in the ``lastgood.readers`` entry-point
-group as ``name = "package.module:ReaderClass"``.
+Built-in readers are one line each in :data:`BUILTIN_READERS`, named by dotted path and
+imported only when used, so optional dependencies (psycopg, safetensors…) are needed only
+for the stores that need them. Third-party readers register in the ``lastgood.readers``
+entry-point group as ``name = "package.module:ReaderClass"``.
+
+A reader is picked by asking each one, in the table's order, whether it recognises the
+store (``Reader.sniff``: the scheme, the folder's marker files, the database's tables —
+never the file name alone), plugins after built-ins; ``--reader NAME`` skips the asking.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import re
+import os
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from lastgood.errors import MissingDependency, ReaderError, LastgoodError, StoreNotFound, UsageError
-from lastgood.readers.base import Reader
+from lastgood.readers.common.urls import _one_line, display_url  # noqa: F401 - display_url: re-exported
 
-BUILTIN_READERS: dict[str, str] = {
-    "native": "lastgood.readers.native.reader:NativeReader",
-    "langgraph-sqlite": "lastgood.readers.langgraph.sqlite:LangGraphSqliteReader",
-    "langgraph-postgres": "lastgood.readers.langgraph.postgres:LangGraphPostgresReader",
+SQLITE, POSTGRES, FOLDER = "sqlite", "postgres", "folder"  # what kind of store a URL names
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    """A built-in reader: its class; the kind of store it reads (only asked about URLs of that kind:
+    a SQLite file, a ``postgresql://`` DSN, or a folder/file on any fsspec filesystem — so sniffing
+    a SQLite file never imports a Postgres driver); and optionally a function that starts a
+    never-seen store's first listing before the command's heavy imports (standard library only;
+    lastgood.index.prefetch)."""
+
+    target: str
+    kind: str
+    prefetch: str | None = None
+
+
+# sniffing order within a kind: the cheap, specific checks first
+BUILTIN: dict[str, Builtin] = {
+    "native": Builtin("lastgood.readers.native.reader:NativeReader", FOLDER),
+    "langgraph-sqlite": Builtin("lastgood.readers.langgraph.sqlite:LangGraphSqliteReader", SQLITE,
+                                prefetch="lastgood.readers.langgraph.sqlite_fetch:prefetch_url"),
+    "langgraph-postgres": Builtin("lastgood.readers.langgraph.postgres:LangGraphPostgresReader", POSTGRES),
+    "openai-agents": Builtin("lastgood.readers.openai_agents.reader:OpenAIAgentsReader", SQLITE),
+    "crewai-flows": Builtin("lastgood.readers.crewai.reader:CrewAIFlowsReader", SQLITE),
+    "adk-sqlite": Builtin("lastgood.readers.adk.sqlite:AdkSqliteReader", SQLITE,
+                          prefetch="lastgood.readers.adk.sqlite_fetch:prefetch_url"),
+    "adk-postgres": Builtin("lastgood.readers.adk.postgres:AdkPostgresReader", POSTGRES),
+    "agno-sqlite": Builtin("lastgood.readers.agno.sqlite:AgnoSqliteReader", SQLITE),
+    "agno-postgres": Builtin("lastgood.readers.agno.postgres:AgnoPostgresReader", POSTGRES),
+    "autogen": Builtin("lastgood.readers.autogen.reader:AutoGenReader", FOLDER),
+    "pydantic-graph": Builtin("lastgood.readers.pydantic_graph.reader:PydanticGraphReader", FOLDER),
+    "hf-trainer": Builtin("lastgood.readers.hf_trainer.reader:HfTrainerReader", FOLDER),
+    "deepspeed": Builtin("lastgood.readers.deepspeed.reader:DeepSpeedReader", FOLDER),
+    "lightning": Builtin("lastgood.readers.lightning.reader:LightningReader", FOLDER),
+    "torch-dcp": Builtin("lastgood.readers.dcp.reader:DcpReader", FOLDER),
+    "orbax": Builtin("lastgood.readers.orbax.reader:OrbaxReader", FOLDER),
+    "torch-files": Builtin("lastgood.readers.torch_files.reader:TorchFilesReader", FOLDER),
+    "safetensors": Builtin("lastgood.readers.safetensors_files.reader:SafetensorsReader", FOLDER),
 }
+BUILTIN_READERS: dict[str, str] = {name: entry.target for name, entry in BUILTIN.items()}
 
 # top-level module that may be missing -> extra that provides it
 MODULE_EXTRAS: dict[str, str] = {
@@ -36,8 +74,10 @@ MODULE_EXTRAS: dict[str, str] = {
     "distributed": "dask",
 }
 
+if TYPE_CHECKING:
+    from lastgood.readers.base import Reader
+
 ENTRY_POINT_GROUP = "lastgood.readers"
-SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
 def available_readers() -> dict[str, str]:
@@ -47,6 +87,8 @@ def available_readers() -> dict[str, str]:
 
 @functools.cache
 def _available_readers() -> tuple[tuple[str, str], ...]:
+    from importlib.metadata import entry_points  # ~35 ms: only when a plugin may be needed
+
     found = dict(BUILTIN_READERS)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep.value)
@@ -71,36 +113,89 @@ def load_reader_class(name: str) -> type[Reader]:
     return getattr(module, attr)
 
 
-def _builtins_then_plugins() -> Iterator[str]:
-    """Reader names in sniffing order; the plugins' entry points are scanned only when
-    no built-in reader recognised the store."""
-    yield from BUILTIN_READERS
+def _builtins_then_plugins(kind: str) -> Iterator[str]:
+    """Reader names in sniffing order for a store of ``kind``; the plugins' entry points are
+    scanned only when no built-in reader recognised the store (a plugin is asked about any URL)."""
+    yield from (name for name, entry in BUILTIN.items() if entry.kind == kind)
     yield from (name for name in available_readers() if name not in BUILTIN_READERS)
 
 
-def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
-    """The reader name for ``url``, from its scheme, suffix or contents."""
+def store_kind(url: str) -> str:
+    """What kind of store ``url`` names: a Postgres DSN, a local SQLite file, or else a folder or
+    file on an fsspec filesystem."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
-        return "langgraph-postgres"
-    if scheme == "sqlite" or _looks_like_sqlite(url):
-        return "langgraph-sqlite"
-    if not scheme or scheme == "file":
+        return POSTGRES
+    if not scheme or scheme in ("file", "sqlite"):
+        from lastgood.readers.common.sqlite import has_header, sqlite_path
+
+        path = sqlite_path(url)
+        if path.is_file() and has_header(path):
+            return SQLITE
+    return FOLDER
+
+
+def prefetchers() -> dict[str, str]:
+    """Reader name -> "module:function" of the readers that can start a first listing early."""
+    return {name: entry.prefetch for name, entry in BUILTIN.items() if entry.prefetch}
+
+
+def normalize_url(url: str) -> str:
+    """Local paths become absolute and real so one store has one index entry: ``file://…`` and
+    ``sqlite://…`` URLs become the plain path they name, a relative one is resolved here, once,
+    not by whichever directory a later command runs in, and symbolic links on the way are
+    followed (a store opened through a link and by its own path is one store)."""
+    if url.startswith(("file://", "sqlite://")):
+        from lastgood.readers.common.sqlite import sqlite_path  # the file:// and sqlite:// rules
+
+        return os.path.realpath(sqlite_path(url))
+    if "://" in url:
+        return url.rstrip("/") if not url.startswith(("postgresql://", "postgres://")) else url
+    return os.path.realpath(os.path.expanduser(url))
+
+
+def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """The reader name for ``url``: the first reader (built-ins in table order, then plugins)
+    that recognises the store."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if not scheme or scheme in ("file", "sqlite"):
         _require_local_path(url)
-    for name in _builtins_then_plugins():
-        if name in ("langgraph-postgres", "langgraph-sqlite"):
-            continue
+    refusals: list[Exception] = []
+    for name in _builtins_then_plugins(store_kind(url)):
         try:
             if load_reader_class(name).sniff(url, storage_options):
                 return name
         except MissingDependency:
             raise
-        except ReaderError:
-            continue
-    raise ReaderError(
-        f"no reader recognises {display_url(url)}; name one with --reader "
-        f"({', '.join(sorted(available_readers()))})"
-    )
+        except Exception as exc:  # noqa: BLE001 - a reader that cannot even look: the next one may
+            refusals.append(exc)
+    # nothing recognised the store: our own clear errors (cannot connect…) before a library's; a
+    # reader that could not even be imported says nothing about this store
+    relevant = [exc for exc in refusals if not isinstance(exc, ImportError)]
+    ours = [exc for exc in relevant if isinstance(exc, LastgoodError)]
+    holds = _what_it_holds(url)
+    if ours or (relevant and not holds):  # a database's tables say more than a filesystem library
+        raise (ours or relevant)[0]
+    raise ReaderError(f"no reader recognises {display_url(url)}{holds}; name one with "
+                      f"--reader ({', '.join(sorted(available_readers()))})")
+
+
+def _what_it_holds(url: str) -> str:
+    """For a database no reader recognises: the tables it has."""
+    from lastgood.readers.common.sqlite import sqlite_schema
+
+    if url.lower().startswith(("postgresql://", "postgres://")):
+        from lastgood.readers.common.postgres import postgres_schema
+
+        schema, kind = postgres_schema(url), "PostgreSQL"
+    elif "://" not in url or url.startswith(("file://", "sqlite://")):
+        schema, kind = sqlite_schema(url), "SQLite"
+    else:
+        return ""
+    if schema is None:
+        return ""
+    tables = ", ".join(sorted(schema)[:8]) or "no tables"
+    return f" (a {kind} database with {tables}: not a checkpoint store Lastgood knows)"
 
 
 def open_reader(
@@ -121,47 +216,9 @@ def open_reader(
         raise ReaderError(f"cannot open {display_url(url)}: {_one_line(exc)}") from exc
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    for secret in _url_secrets(str(exc)):
-        text = text.replace(secret, "***")
-    return f"{type(exc).__name__}: {text}"[:300]
-
-
-def _url_secrets(text: str) -> list[str]:
-    return [m.group(1) for m in re.finditer(r"://[^:/@\s]+:([^@/\s]+)@", text)]
-
-
-def display_url(url: str) -> str:
-    """``url`` without credentials, safe to show or log."""
-    if "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    authority, sep, tail = rest.partition("/")
-    if "@" in authority:
-        authority = authority.rsplit("@", 1)[1]
-    query_free = tail
-    for marker in ("password=", "secret=", "token=", "key="):
-        if marker in query_free.lower():
-            query_free = query_free.split("?", 1)[0]
-    return f"{scheme}://{authority}{sep}{query_free}"
-
-
-def _looks_like_sqlite(url: str) -> bool:
-    path = url[len("file://"):] if url.startswith("file://") else url
-    if "://" in path:
-        return False
-    p = Path(path)
-    if p.suffix.lower() in SQLITE_SUFFIXES:
-        return True
-    try:
-        with p.open("rb") as handle:
-            return handle.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
-
-
 def _require_local_path(url: str) -> None:
-    path = url[len("file://"):] if url.startswith("file://") else url
-    if not Path(path).exists():
+    from lastgood.readers.common.sqlite import sqlite_path
+
+    path = sqlite_path(url)
+    if not path.exists():
         raise StoreNotFound(f"store not found: {path} (no such file or folder)")

@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lastgood.readers import native_format as nf
-from lastgood.readers.native_writer import NativeWriter, SaveRequest
+from lastgood.readers.native import format as nf
+from lastgood.readers.native.writer import NativeWriter, SaveRequest
 
 EPOCH = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 SAMPLE_API_KEY = "sk-lastgood-sample-9f8e7d6c5b4a39281706"
@@ -203,7 +203,25 @@ def write_sample(out: Path, seed: int, runs_per_agent: int, steps: int, damage: 
     damaged += [incomplete_save(out, rng, plan, saved[plan.run_id][-1])
                 for plan in plans if "incomplete-save" in plan.damage.values()] if damage else []
     line = add_malformed_line(out, rng) if damage else None
+    if damage:
+        damaged += damaged_head(out, plans, saved, damaged)
     return manifest(out, plans, saved, damaged, line)
+
+
+def damaged_head(out: Path, plans: list[RunPlan], saved: dict[str, list[Any]],
+                 damaged: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run whose two newest checkpoints are damaged (truncated blobs): its last good checkpoint is
+    not its head, so "restore last good" has something to do (the first undamaged run of the last agent)."""
+    hit = {d["run_id"] for d in damaged}
+    plan = next(p for p in reversed(plans) if p.run_id not in hit and not p.crash and not p.restart_at)
+    out_entries = []
+    for target in saved[plan.run_id][-2:]:
+        blob = out / target.location
+        blob.write_bytes(blob.read_bytes()[: target.size_bytes // 2])
+        out_entries.append({"checkpoint_id": target.checkpoint_id, "run_id": plan.run_id,
+                            "damage": "damaged-head", "expected_status": "corrupt",
+                            "expected_check": "size-mismatch"})
+    return out_entries
 
 
 def write_large(out: Path, seed: int, runs: int, checkpoints: int, batch: int = 20_000) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from lastgood.index.catalog import Catalog
 from lastgood.readers.native import format as nf
 from lastgood.readers.native.profile import part_profile
 from lastgood.readers.native.writer import NativeWriter
-from lastgood.recovery.plan import apply_plan, plan_quarantine
+from lastgood.recovery import apply_plan, plan_quarantine
 from lastgood.stores import index_store, open_store
 from tests.helpers import write_store
 

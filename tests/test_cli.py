@@ -208,9 +208,20 @@ def test_a_malformed_url_is_one_line_and_no_piece_of_its_password(url: str, mess
     assert "tpw" not in done.stderr and "a bug" not in done.stderr
 
 
-def test_runs_shows_superseded_checkpoints(sample_home: Path) -> None:
-    done = lastgood_cli("runs", str(SAMPLE_STORE), home=sample_home)
-    assert done.returncode == 0 and "SUPERSEDED" in done.stdout.splitlines()[0]
+def test_runs_shows_superseded_checkpoints(tmp_path: Path) -> None:
+    """Statuses that are not ok are counted on the run's line (every count is in the JSON)."""
+    url = str(tmp_path / "s")
+    write_store(url, runs=2, steps=6)
+    home = tmp_path / "h"
+    rows = json.loads(lastgood_cli("ls", url, "--run", "run-0", "--format", "json", home=home).stdout)
+    rolled = lastgood_cli("rollback", url, "run-0", "--to", rows[2]["checkpoint_id"], "--reason", "t", "--yes",
+                          home=home)
+    assert rolled.returncode == 0, rolled.stderr
+    done = lastgood_cli("runs", url, home=home, env={"COLUMNS": "100"})
+    line = next(line for line in done.stdout.splitlines() if line.startswith("run-0"))
+    assert done.returncode == 0 and "3 superseded" in line and all(len(l) <= 100 for l in done.stdout.splitlines())
+    runs = json.loads(lastgood_cli("runs", url, "--format", "json", home=home).stdout)
+    assert {r["run_id"]: r["superseded"] for r in runs} == {"run-0": 3, "run-1": 0}
 
 
 def test_home_option_places_the_index(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from lastgood.checks import Check
 from tests.helpers import lastgood_cli
 
-from lastgood.readers.langgraph.common import constant_strings, int64_array, string_array
+from lastgood.readers.common.columns import constant_strings, int64_array, string_array
 from lastgood.readers.langgraph.rows import columns_ok, key_arrays
 from lastgood.index import prefetch
 from lastgood.readers.langgraph import sqlite as langgraph_sqlite

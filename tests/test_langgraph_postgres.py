@@ -541,8 +541,17 @@ def test_listing_stopped_early_ends_its_threads_and_connections(
 
 def test_reader_sessions_are_read_only_without_jit(store: Store) -> None:
     """JIT is switched off by a statement (no startup option a pooler could refuse)."""
-    from lastgood.readers.langgraph.postgres import connect_readonly
+    from lastgood.readers.common.postgres import connect_readonly
 
     with connect_readonly(store.readonly_dsn) as conn:
         assert conn.execute("SHOW jit").fetchone()[0] == "off"
         assert conn.execute("SHOW transaction_read_only").fetchone()[0] == "on"
+
+
+def test_task_nodes_name_the_nodes_whose_tasks_ran(store: Store, reader: LangGraphPostgresReader) -> None:
+    threads = {t.thread_id for t in store.threads}
+    nodes = reader.task_nodes(sorted(threads))
+    names = {n for found in nodes.values() for n in found}
+    assert {"__start__", "agent", "tools", "child_step"} <= names  # child_step: a subgraph's node
+    assert {key[0] for key in nodes} <= threads and any(key[1] for key in nodes)  # keyed by namespace too
+    assert reader.task_nodes([]) == {}

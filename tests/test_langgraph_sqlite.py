@@ -21,7 +21,8 @@ from lastgood.errors import ReaderError, StoreNotFound
 from lastgood.readers.base import CHECKPOINT_SCHEMA, EVENT_SCHEMA, CheckpointRecord, record_from_row
 from lastgood.readers.langgraph.delta import DELTA_NOTE
 from lastgood.readers.langgraph.serde import decode_typed, is_internal_channel
-from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader, sqlite_path
+from lastgood.readers.common.sqlite import sqlite_path
+from lastgood.readers.langgraph.sqlite import LangGraphSqliteReader
 from lastgood.readers.registry import open_reader, pick_reader
 from tests.langgraph_graphs import SqliteStore, build_tools, tool_loop_graph, write_sqlite_store
 

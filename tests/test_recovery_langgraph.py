@@ -310,7 +310,7 @@ def test_an_agent_writing_during_restores_gives_conflicts_or_a_consistent_order(
 
     from langchain_core.messages import HumanMessage
 
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery
     from lastgood.index.catalog import Catalog
     from lastgood.errors import ConflictError
     from lastgood.stores import index_store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,15 +20,43 @@ def test_builtin_readers_are_registered_lazily() -> None:
     assert load_reader_class("native").name == "native"
 
 
-def test_reader_is_picked_from_the_url(tmp_path: Path) -> None:
+def test_reader_is_picked_from_the_stores_contents_never_its_name(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
     assert pick_reader(str(SAMPLE_STORE)) == "native"
     assert pick_reader(f"file://{SAMPLE_STORE}") == "native"
-    assert pick_reader("postgresql://u:p@localhost/db") == "langgraph-postgres"
-    assert pick_reader("sqlite:///tmp/x.db") == "langgraph-sqlite"
-    assert pick_reader(str(tmp_path / "graph.sqlite")) == "langgraph-sqlite"
+    langgraph = SAMPLE_STORE.parent / "langgraph.sqlite"
+    assert pick_reader(str(langgraph)) == pick_reader(f"sqlite:///{langgraph}") == "langgraph-sqlite"
+    renamed = tmp_path / "checkpoints.data"  # no telling suffix: the tables decide
+    shutil.copy(langgraph, renamed)
+    assert pick_reader(str(renamed)) == "langgraph-sqlite"
+    other = tmp_path / "graph.sqlite"  # a telling name, but not LangGraph's tables
+    sqlite3.connect(other).execute("CREATE TABLE notes (x)").connection.close()
+    with pytest.raises(ReaderError, match="SQLite database with notes"):
+        pick_reader(str(other))
+    with pytest.raises(StoreNotFound):
+        pick_reader("sqlite:///nowhere/x.db")
     url = "memory://registry-test/store"
     write_store(url, runs=1, steps=1)
     assert pick_reader(url) == "native"
+
+
+@pytest.mark.postgres
+def test_a_postgres_url_is_picked_by_its_tables(pg_dsn: str, pg_create_database: Any) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    dsn = pg_create_database("pick")
+    with pytest.raises(ReaderError, match="PostgreSQL database with no tables"):
+        pick_reader(dsn)
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    from lastgood.readers.common import postgres
+
+    postgres._schemas.clear()  # the short cache of the empty database's tables
+    assert pick_reader(dsn) == "langgraph-postgres"
+    with pytest.raises(StoreNotFound, match="cannot connect"):
+        pick_reader("postgresql://u:p@127.0.0.1:9/db")
 
 
 def test_unknown_inputs_fail_clearly(tmp_path: Path) -> None:
@@ -126,3 +155,24 @@ def test_json_output_turns_nan_into_strings() -> None:
 
     text = dumps({"loss": float("nan"), "grad": [float("inf"), 1.5], "ok": "yes"})
     assert json.loads(text) == {"loss": "nan", "grad": ["inf", 1.5], "ok": "yes"}
+
+
+def test_a_dsn_password_never_reaches_a_message_whatever_it_holds() -> None:
+    """An unencoded '/' or a space in the password (the attack pass: the DSN printed whole, and
+    psycopg's 'unexpected spaces found in "<password>"' passed through)."""
+    from lastgood.readers.common.postgres import one_line
+
+    for password in ("pass/word", "hunt er2", "p@ss:w/rd"):
+        url = f"postgresql://ops:{password}@db.internal:5432/agents"
+        assert password not in display_url(url) and display_url(url) == "postgresql://db.internal:5432/agents"
+        said = one_line(f'connection failed: unexpected spaces found in "{password}" for {url}', url)
+        assert password not in said and "***" in said
+
+
+def test_an_aws_secret_key_is_redacted_by_its_shape_alone() -> None:
+    from lastgood.redact import redact
+
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert secret not in str(redact({"note": f"use {secret} for the bucket"}))
+    kept = "3f786850e387550fdab836ed7e6dc881de23001b 01a19902-b570-7d36-b2cb-56c80c5ef8bf"  # a sha1, a uuid
+    assert redact({"note": kept}) == {"note": kept}

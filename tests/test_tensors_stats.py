@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import shutil
-import subprocess
-import tempfile
-import time
 
 import numpy as np
 import pytest
@@ -188,36 +182,3 @@ def test_delta_edge_cases() -> None:
     bf16 = TensorDelta()
     bf16.update_bytes(b"\x80\x3f" * 4, b"\x00\x40" * 4, "BF16")  # 1.0 -> 2.0
     assert bf16.diff_l2 == pytest.approx(2.0) and bf16.max_abs_diff == 1.0
-
-
-# --------------------------------------------------------------- benchmark --
-@pytest.mark.skipif(not os.environ.get("LASTGOOD_BENCH"), reason="set LASTGOOD_BENCH=1 to run")
-def test_throughput_vs_sha256sum() -> None:
-    """Print MB/s of stats, hash+decode+stats and sha256sum on 256 MiB of float32."""
-    size = 256 << 20
-    raw = np.random.default_rng(0).standard_normal(size // 4, dtype=np.float32).tobytes()
-
-    def best(fn) -> float:
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return size / min(times) / 1e6
-
-    def combined() -> None:
-        digest, stats = hashlib.sha256(), TensorStats()
-        for chunk in iter_chunks(raw, "F32"):
-            digest.update(chunk)
-            stats.update_bytes(chunk, "F32")
-
-    stats_mbs = best(lambda: tensor_stats(iter_chunks(raw, "F32"), "F32"))
-    combined_mbs = best(combined)
-    sha = shutil.which("sha256sum")
-    with tempfile.NamedTemporaryFile() as fh:
-        fh.write(raw)
-        fh.flush()
-        sha_mbs = best(lambda: subprocess.run([sha, fh.name], check=True, capture_output=True))
-    print(f"\nstats {stats_mbs:.0f} MB/s, hash+decode+stats {combined_mbs:.0f} MB/s, "
-          f"sha256sum {sha_mbs:.0f} MB/s, ratio {combined_mbs / sha_mbs:.2f}")
-    assert combined_mbs >= 0.8 * sha_mbs

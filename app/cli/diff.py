@@ -7,10 +7,12 @@ not an error), 2 on usage or I/O errors (one line on stderr, never a traceback).
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from collections.abc import Callable
 from typing import Any
 
 from lastgood.config import Settings
+from lastgood.errors import UsageError
 from lastgood.readers.common.gc_pause import gc_paused
 
 Handler = Callable[[argparse.Namespace, Settings, str], int]
@@ -77,6 +79,8 @@ def cmd_diff(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     from lastgood.stores import open_catalog
 
     catalog = open_catalog(settings)
+    if _tensor_stores(catalog, args):
+        return _tensor_diff(catalog, args, fmt)
     with gc_paused():  # ~300,000 fresh objects, no cycles: a third of the decode was GC rescans
         found = _diff_as_indexed(catalog, args)
         if found is None:
@@ -89,6 +93,68 @@ def cmd_diff(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
             text = f"A {_describe(label_a)}\nB {_describe(label_b)}\n" + render_text(result, limit=args.limit)
             _write_text(text)
     return 0
+
+
+def _tensor_stores(catalog: Any, args: argparse.Namespace) -> bool:
+    """Both stores are training checkpoints (their readers list tensors): a tensor diff."""
+    from lastgood.errors import LastgoodError
+    from lastgood.readers.base import Capability, capabilities
+    from lastgood.stores import open_store
+
+    try:
+        stores = [open_store(catalog, args.store, args.reader)]
+        stores += [open_store(catalog, args.store_b)] if args.store_b else []
+    except LastgoodError:
+        return False  # the state diff's path says why
+    return all(Capability.TENSORS in capabilities(s.reader) for s in stores)
+
+
+def _tensor_diff(catalog: Any, args: argparse.Namespace, fmt: str) -> int:
+    """``diff`` of two training checkpoints: per tensor, how much it changed (lastgood.investigate.tensordiff).
+    The JSON keeps ``diff``'s shape (``changes`` for tensors added, removed or reshaped; ``summary``)
+    and adds ``tensors`` and ``layers``."""
+    from lastgood.cli import output
+    from lastgood.investigate.history import resolve_ref
+    from lastgood.investigate.tensordiff import tensor_diff
+
+    store = _refreshed(catalog, args.store, args.reader, fmt)
+    store_b = _store_b(catalog, args, fmt) or store
+    record_a = resolve_ref(catalog, store.store_id, args.a)
+    record_b = resolve_ref(catalog, store_b.store_id, args.b)
+    result = tensor_diff(store, record_a, store_b, record_b)
+    result["changes"] = ([{"op": "add", "path": f"/tensors/{t['name']}", "old": None, "new": t} for t in result["added"]]
+                         + [{"op": "remove", "path": f"/tensors/{t['name']}", "old": t, "new": None}
+                            for t in result["removed"]]
+                         + [{"op": "type_change", "path": f"/tensors/{t['name']}", "old": t["a"], "new": t["b"]}
+                            for t in result["changed_shape"]]
+                         + [{"op": "change", "path": f"/tensors/{t['name']}", "old": t.get("norm_a"),
+                             "new": t.get("norm_b")} for t in result["tensors"] if (t.get("relative_change") or 0) > 0])
+    output.emit(result, fmt, partial(render_tensor_diff, limit=args.limit))
+    return 1 if result["summary"]["errors"] else 0
+
+
+def render_tensor_diff(result: dict[str, Any], limit: int | None = None) -> str:
+    s = result["summary"]
+    lines = [f"A {_describe(result['a'])}", f"B {_describe(result['b'])}",
+             f"{s['compared']} tensors compared: {s['changed']} changed, {s['unchanged']} unchanged; "
+             f"{s['added']} added, {s['removed']} removed, {s['changed_shape']} reshaped"
+             + (f"; NaN appeared in {s['nan_appeared']}" if s["nan_appeared"] else "")]
+    shown = result["tensors"][: limit or 30]
+    for t in shown:
+        if t.get("error"):
+            lines.append(f"  ! {t['name']}: {t['error']}")
+            continue
+        nan = "  NaN appeared" if t.get("nan_appeared") else ""
+        cosine = "-" if t.get("cosine") is None else f"{t['cosine']:.6f}"
+        lines.append(f"  {t['relative_change'] or 0:10.3e}  max|Δ| {t.get('max_abs_diff') or 0:.3e}  cos {cosine}  "
+                     f"{t['name']} {t['dtype']}{t['shape']}{nan}")
+    if len(result["tensors"]) > len(shown):
+        lines.append(f"  …and {len(result['tensors']) - len(shown)} more (--limit N, or --format json)")
+    for kind in ("added", "removed"):
+        if result[kind]:
+            lines.append(f"{kind}: " + ", ".join(t["name"] for t in result[kind][:10])
+                         + (f" …and {len(result[kind]) - 10} more" if len(result[kind]) > 10 else ""))
+    return "\n".join(lines)
 
 
 def _diff_as_indexed(catalog: Any, args: argparse.Namespace) -> Any:
@@ -168,8 +234,12 @@ def cmd_track(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
     catalog, store = _open(args, settings, fmt, args.store)
     rows = track_field(catalog, store, args.run, args.path, args.namespace)
-    result = {"run_id": args.run, "namespace": args.namespace, "path": normalize_track_path(args.path),
-              "values": rows}
+    path = normalize_track_path(args.path)
+    readable = [r for r in rows if not r["error"]]
+    if readable and all(r["kind"] == "missing" for r in readable):
+        raise UsageError(f"{path} exists in no checkpoint of run {args.run!r} ({len(readable)} read); "
+                         f"check the path with `lastgood show {args.store} CKPT`")
+    result = {"run_id": args.run, "namespace": args.namespace, "path": path, "values": rows}
     output.emit(result, fmt, render_track)
     return 0
 

@@ -72,14 +72,21 @@ RUN_COLUMNS = ("run_id", "agent", "checkpoints", "ok", "corrupt", "incomplete", 
 
 
 def render_runs(rows: list[dict[str, Any]]) -> str:
+    """One line per run: its health, the statuses that are not ok (counts; the JSON has every
+    column), its last good checkpoint and head; fitted to the terminal (ids as short prefixes)."""
     from lastgood.cli.output import table
 
     body = [[(r["run_id"] + (f" [{r['namespace']}]" if r["namespace"] else "")), r["agent"] or "-",
-             *(str(r[c]) for c in RUN_COLUMNS[2:9]), r["last_good"] or "(none yet)", r["head"] or "-"]
-            for r in rows]
-    header = ["RUN", "AGENT", "CKPTS", "OK", "CORRUPT", "INCOMPLETE", "QUARANTINED", "SUPERSEDED",
-              "UNVERIFIED", "LAST GOOD", "HEAD"]
-    return table(body, header) + f"\n{len(rows)} run(s)"
+             str(r["checkpoints"]), r.get("health") or "-", _issues(r), r["last_good"] or "(none yet)",
+             r["head"] or "-"] for r in rows]
+    header = ["RUN", "AGENT", "CKPTS", "HEALTH", "NOT OK", "LAST GOOD", "HEAD"]
+    shrink = ((4, 16), (5, 13), (6, 13), (0, 24), (1, 10), (4, 8))
+    return table(body, header, shrink=shrink, colour=3, prefixes=(5, 6)) + f"\n{len(rows)} run(s)"
+
+
+def _issues(row: dict[str, Any]) -> str:
+    counts = [f"{row[c]} {c}" for c in RUN_COLUMNS[4:9] if row.get(c)]
+    return ", ".join(counts) or "-"
 
 
 def _bar(fmt: str, label: str) -> Callable[[int, int | None], None] | None:

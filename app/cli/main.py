@@ -26,22 +26,61 @@ from lastgood.config import Settings, check_port, load_settings  # noqa: E402
 from lastgood.errors import LastgoodError, as_fault  # noqa: E402
 from lastgood.stores import CHECK_DEPTHS, blobs_pending, data_pending, index_store, open_catalog, open_store  # noqa: E402
 from lastgood.integrity.verify import store_findings  # noqa: E402
+from lastgood.readers.base import STATUSES  # noqa: E402
 
 
-# lastgood.readers.base.STATUSES (a test keeps them equal; that module is not imported to parse)
-LISTED_STATUSES = ("ok", "corrupt", "incomplete", "quarantined", "superseded")
+LISTED_STATUSES = STATUSES
 Handler = Callable[[argparse.Namespace, Settings, str], int]
 # Modules that add commands: each has ``register(sub, common) -> {name: handler}`` and keeps
 # its heavy imports inside the handlers (start-up time is part of every command's time).
-COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli.integrity", "lastgood.cli.recovery", "lastgood.cli.diff")
+COMMAND_MODULES: tuple[str, ...] = ("lastgood.cli.integrity", "lastgood.cli.recovery", "lastgood.cli.diff", "lastgood.cli.retention", "lastgood.mcp.cli", "lastgood.cli.sql", "lastgood.cli.report")
 EXTRA_COMMANDS: dict[str, Handler] = {}
 
 
 class Parser(argparse.ArgumentParser):
-    """Usage errors in one line, exit 2: ``lastgood ls: error: … (see lastgood ls --help)``."""
+    """Usage errors in one line, exit 2: ``lastgood ls: error: … (see lastgood ls --help)``; a
+    mistyped command or option gets a "did you mean" from the ones that exist."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        hint = _suggestion(self, message)
+        self.exit(2, f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    import difflib
+    import re
+
+    choice = re.search(r"invalid choice: '([^']*)'", message)
+    if choice:
+        words, wrong = _choices(parser), [choice.group(1)]
+    else:
+        unknown = re.search(r"unrecognized arguments: (.*)$", message)
+        if not unknown:
+            return ""
+        words = _options(parser)
+        wrong = [w.split("=", 1)[0] for w in unknown.group(1).split() if w.startswith("-")]
+    for word in wrong:
+        close = difflib.get_close_matches(word, words, n=1, cutoff=0.6)
+        if close:
+            return f"; did you mean {close[0]!r}?"
+    return ""
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of the parser and of its subcommands (argparse reports a subcommand's unknown
+    option from the top-level parser)."""
+    found = []
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps them there
+        found += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                found += _options(sub)
+    return sorted(set(found))
+
+
+def _choices(parser: argparse.ArgumentParser) -> list[str]:
+    return [c for action in parser._actions for c in (action.choices or [])  # noqa: SLF001
+            if isinstance(c, str)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--home", help="where the index lives (default: $LASTGOOD_HOME or the user cache dir)")
     common.add_argument("--format", choices=("table", "json"), help="output format (default: table)")
     common.add_argument("--reader", help="reader to use instead of picking one from the URL")
+    common.add_argument("--wide", action="store_true",
+                        help="never shorten table cells to fit the terminal (ids in full)")
     parser = Parser(prog="lastgood", parents=[common],
                                      description="Inspect, verify and recover checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -74,15 +115,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-write", action="store_true", help="enable write actions in the UI")
     for module in COMMAND_MODULES:
         EXTRA_COMMANDS.update(importlib.import_module(module).register(sub, common))
+    if {"-h", "--help"} & set(sys.argv[1:]):  # descriptions and examples: only when help is shown
+        from lastgood.cli.examples import describe
+
+        describe(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    for option in ("home", "format", "reader"):
+    for option in ("home", "format", "reader", "wide"):
         setattr(args, option, getattr(args, option, None))
     fmt = args.format or "table"
+    output.WIDE = bool(args.wide)
     try:
         settings = load_settings(args.home)
         handler = COMMANDS.get(args.command) or EXTRA_COMMANDS[args.command]
@@ -154,7 +200,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
     catalog, summary = _ensure(args, settings, fmt)
     result = show_checkpoint(catalog, summary.store, args.checkpoint)
-    output.emit(result, fmt, output.render_show)
+    output.emit(result, fmt, output.render_show, redacted=True)  # show_checkpoint redacts every part
     return 0
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Sequence, Callable, Iterable
 from dataclasses import asdict
 from datetime import date, datetime
 from operator import itemgetter
@@ -64,11 +66,12 @@ def _nan_safe(value: Any) -> Any:
     return value
 
 
-def emit(value: Any, fmt: str, render: Callable[[Any], str]) -> None:
-    """Print a command's result: redacted (every field, by ``lastgood.redact``), and
-    with control characters escaped so store text cannot drive the terminal."""
+def emit(value: Any, fmt: str, render: Callable[[Any], str], *, redacted: bool = False) -> None:
+    """Print a command's result: redacted (every field, by ``lastgood.redact``; ``redacted=True``
+    when the producer already redacted every part), and with control characters escaped so store
+    text cannot drive the terminal."""
     with gc_paused():  # results hold no cycles: no collection rescans a million rows being copied
-        value = redact(value)
+        value = value if redacted else redact(value)
         text = json_safe(dumps(value)) if fmt == "json" else render(escape_tree(value))
     sys.stdout.write(text.rstrip("\n") + "\n")
 
@@ -181,16 +184,92 @@ def _time(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if isinstance(value, datetime) else str(value or "-")
 
 
-def table(rows: list[list[Any]], header: list[str]) -> str:
-    """Left-aligned columns two spaces apart (cells shown as ``str`` shows them)."""
-    return column_table([list(col) for col in zip(*rows)] if rows else [[] for _ in header], header)
+# --wide: cells are never shortened (set from the command line)
+WIDE = False
+ELLIPSIS = "…"
+# a status column in colour on a terminal (NO_COLOR=1 or a pipe: plain text)
+STATUS_COLOURS = {"corrupt": "31", "incomplete": "33", "quarantined": "35", "superseded": "2", "ok": "32",
+                  "damaged": "31", "warnings": "33", "unchecked": "2"}
 
 
-def column_table(columns: list[list[Any]], header: list[str]) -> str:
-    """:func:`table` of cells given a column at a time (a million ``ls`` rows in seconds)."""
+def terminal_width() -> int | None:
+    """How wide tables may be: ``$COLUMNS`` when set, else the terminal's width when stdout is one;
+    None (a pipe, a file, ``--wide``): cells are never shortened."""
+    if WIDE:
+        return None
+    raw = os.environ.get("COLUMNS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def use_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def table(rows: list[list[Any]], header: list[str], *, shrink: Sequence[tuple[int, int]] = (),
+          colour: int | None = None, prefixes: Sequence[int] = ()) -> str:
+    """Left-aligned columns two spaces apart (cells shown as ``str`` shows them); see
+    :func:`column_table` for fitting to the terminal."""
+    return column_table([list(col) for col in zip(*rows)] if rows else [[] for _ in header], header,
+                        shrink=shrink, colour=colour, prefixes=prefixes)
+
+
+def column_table(columns: list[list[Any]], header: list[str], *, shrink: Sequence[tuple[int, int]] = (),
+                 colour: int | None = None, prefixes: Sequence[int] = ()) -> str:
+    """:func:`table` of cells given a column at a time (a million ``ls`` rows in seconds).
+
+    ``shrink``: (column, narrowest) in the order columns give way when the table is wider than the
+    terminal (:func:`terminal_width`); a shortened cell ends with "…", but in a ``prefixes`` column
+    (ids) it is cut plainly: a unique prefix still names it, as git's short ids do. ``colour``: the
+    column whose cells are statuses, coloured on a terminal."""
     widths = [max(len(h), max(map(len, map(str, col)), default=0)) for h, col in zip(header, columns)]
-    line = "  ".join(f"{{!s:<{w}}}" for w in widths).format  # one C-level call per row
-    return "\n".join([line(*header).rstrip(), *[line(*r).rstrip() for r in zip(*columns)]])
+    fitted = _fit(widths, shrink, terminal_width(), prefixes)
+    if fitted != widths:
+        columns = [col if w == fitted[i] else [_cut(str(c), fitted[i], i in prefixes) for c in col]
+                   for i, (col, w) in enumerate(zip(columns, widths))]
+    head = "  ".join(f"{h:<{w}}" for h, w in zip(header, fitted)).rstrip()
+    cells = list(fitted)
+    if colour is not None and use_colour():  # padded before the escape codes, which have no width
+        columns = list(columns)
+        columns[colour] = [_coloured(str(c), fitted[colour]) for c in columns[colour]]
+        cells[colour] = 0
+    line = "  ".join(f"{{!s:<{w}}}" for w in cells).format  # one C-level call per row
+    return "\n".join([head, *[line(*r).rstrip() for r in zip(*columns)]])
+
+
+def _fit(widths: list[int], shrink: Sequence[tuple[int, int]], limit: int | None,
+         prefixes: Sequence[int] = ()) -> list[int]:
+    """Column widths within ``limit`` characters, the ``shrink`` columns giving way in turn (an id
+    column goes straight to its short form: a prefix, never half an id)."""
+    natural, widths = widths, list(widths)
+    if limit is None:
+        return widths
+    for index, narrowest in shrink:
+        excess = sum(widths) + 2 * (len(widths) - 1) - limit
+        if excess <= 0:
+            break
+        smaller = narrowest if index in prefixes else max(narrowest, widths[index] - excess)
+        widths[index] = min(widths[index], smaller)
+    for index, _narrowest in shrink:  # what a later column freed goes back to the earlier ones
+        spare = limit - (sum(widths) + 2 * (len(widths) - 1))
+        if spare > 0 and index not in prefixes:
+            widths[index] = min(natural[index], widths[index] + spare)
+    return widths
+
+
+def _cut(text: str, width: int, prefix: bool = False) -> str:
+    if len(text) <= width:
+        return text
+    return text[:width] if prefix else text[: max(width - 1, 0)] + ELLIPSIS
+
+
+def _coloured(text: str, width: int) -> str:
+    code = STATUS_COLOURS.get(text.strip())
+    padded = f"{text:<{width}}"
+    return f"\x1b[{code}m{padded}\x1b[0m" if code else padded
 
 
 LS_HEADER = ["RUN", "STEP", "CREATED", "TRIGGER", "KIND", "STATUS", "SIZE", "CHECKPOINT", "REASON"]
@@ -210,11 +289,18 @@ def _ls_columns(rows: list[dict[str, Any]]) -> list[list[Any]]:
     return [runs, ["-" if s is None else str(s) for s in col("step")], list(map(_time, col("created_at"))),
             [t or "-" for t in col("trigger")], [k or "-" for k in col("kind")], col("status"),
             _each_distinct(human_bytes, col("size_bytes")), col("checkpoint_id"),
-            [(r.get("status_reason") or "")[:60] for r in rows]]
+            [r.get("status_reason") or "" for r in rows]]
+
+
+# when the table is wider than the terminal: the reason gives way first, then the run, the trigger, the kind
+LS_SHRINK = ((8, 24), (7, 13), (8, 12), (4, 5), (3, 7), (0, 12))
+LS_STATUS, LS_IDS = 5, (7,)
 
 
 def _ls_text(columns: list[list[Any]], count: int, pending: int, unwalked: int) -> str:
-    return column_table(columns, LS_HEADER) + f"\n{count} checkpoint(s)" + _data_pending_note(pending, unwalked)
+    return (column_table(columns, LS_HEADER, shrink=LS_SHRINK, colour=LS_STATUS, prefixes=LS_IDS)
+            + f"\n{count} checkpoint(s)"
+            + _data_pending_note(pending, unwalked))
 
 
 def emit_listing(chunks: Iterable[list[dict[str, Any]]], fmt: str) -> None:
@@ -282,18 +368,23 @@ DATA_CHECK_PENDING_ONE = ("data check pending: its blob was not decoded by a dat
 
 def render_show(result: dict[str, Any]) -> str:
     c = result["checkpoint"]
+    reason = c.get("status_reason") or ""
+    findings = result.get("findings", [])
+    said = {reason} | {f["message"] for f in findings}  # one cause is said once, by its finding
     lines = [f"checkpoint {c['checkpoint_id']}",
              f"  run {c['run_id']}{' [' + c['namespace'] + ']' if c.get('namespace') else ''}"
              f"  step {c['step']}  {c['trigger'] or '-'}  {c['kind']}  {human_bytes(c['size_bytes'])}",
              f"  created {_time(c['created_at'])}  status {c['status']}"
-             + (f" ({c['status_reason']})" if c.get("status_reason") else ""),
+             + (f" ({reason})" if reason and reason not in {f["message"] for f in findings} else ""),
              f"  parent {c.get('parent_id') or '-'}  head {result.get('head') or '-'}"]
     if c.get("data_checked") is False:
         lines.append(f"  {DATA_CHECK_PENDING_ONE}")
-    for f in result.get("findings", []):
+    for f in findings:
         lines.append(f"  finding [{f['severity']}] {f['check']}: {f['message']}")
     if result.get("state_error"):
-        lines.append(f"state: cannot be shown: {result['state_error']}")
+        error = result["state_error"]
+        lines.append("state: cannot be shown" + ("" if error in said else f": {error}")
+                     + (" (the finding above)" if error in said else ""))
     else:
         text = dumps(result["state"])
         more = len(text) > STATE_PREVIEW_CHARS

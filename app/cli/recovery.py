@@ -1,4 +1,4 @@
-"""``lastgood restore | rollback | quarantine | undo | journal`` (lastgood.recovery.plan).
+"""``lastgood restore | rollback | quarantine | undo | journal`` (lastgood.recovery).
 
 Every write action plans first (``--dry-run`` stops there), needs ``--reason``,
 asks for confirmation on a terminal unless ``--yes`` (and refuses without a
@@ -9,6 +9,7 @@ planning time) and exits 1 on a conflict with nothing written.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 import sys
 from typing import Any
 
@@ -16,7 +17,8 @@ from lastgood.config import Settings
 from lastgood.errors import NothingToDo, UsageError
 
 # lastgood.readers.journal.ACTIONS (a test keeps them equal; that module is not imported to parse: ~3 ms)
-JOURNAL_ACTIONS = ("restore", "rollback", "quarantine", "release", "undo", "check-failed")
+JOURNAL_ACTIONS = ("restore", "rollback", "quarantine", "release", "undo", "check-failed", "prune", "pin", "unpin",
+                   "policy")
 ACTION_FIELDS = ("action_id", "action", "run_id", "target", "previous_head", "new_head",
                  "superseded", "dry_run")
 
@@ -42,7 +44,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Any]:
     p = sub.add_parser("undo", parents=[common], help="undo an earlier action (journaled too)")
     p.add_argument("store")
     p.add_argument("action", help="action id (or unique prefix) from `lastgood journal`")
-    _write_options(p, force=False)
+    _write_options(p, force=True)
     p = sub.add_parser("journal", parents=[common], help="the store's recovery journal; exit 1 if the chain is broken")
     p.add_argument("store")
     p.add_argument("--run", help="only this run")
@@ -62,7 +64,7 @@ def _write_options(p: argparse.ArgumentParser, force: bool) -> None:
 
 
 def cmd_restore(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery
 
     if bool(args.checkpoint) == bool(args.last_good):
         raise UsageError("name a checkpoint, or --last-good RUN (not both)")
@@ -75,29 +77,37 @@ def cmd_restore(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery
 
     return _run(args, settings, fmt,
                 lambda c, s: recovery.plan_rollback(c, s, args.run, args.to, force=args.force))
 
 
 def cmd_quarantine(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery
 
     return _run(args, settings, fmt,
                 lambda c, s: recovery.plan_quarantine(c, s, args.checkpoint, release=args.release))
 
 
 def cmd_undo(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery, retention
+    from lastgood.stores import index_store, open_catalog
 
-    return _run(args, settings, fmt, lambda c, s: recovery.plan_undo(c, s, args.action))
+    catalog = open_catalog(settings)
+    store = index_store(catalog, args.store, reader_name=args.reader).store
+    if retention.can_prune(store) and retention.is_prune(store, args.action):  # a prune: its archive comes back
+        from lastgood.cli.retention import run_undo_prune
+
+        return run_undo_prune(args, settings, fmt, catalog, store)
+    return _run(args, settings, fmt, lambda c, s: recovery.plan_undo(c, s, args.action, force=args.force),
+                opened=(catalog, store))
 
 
 def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     from lastgood.cli import output
     from lastgood.index import queries
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery
     from lastgood.stores import index_store, open_catalog
 
     catalog = open_catalog(settings)
@@ -105,16 +115,20 @@ def cmd_journal(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     queries.require_run(catalog, store.store_id, args.run)
     report = recovery.journal_report(store, run_id=args.run, action=args.action, catalog=catalog)
     output.emit(report, fmt, render_journal)
-    return 0 if report["chain_ok"] else 1
+    return 0 if report["chain_ok"] and not report["pending"] else 1
 
 
-def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any) -> int:
+def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any,
+         opened: tuple[Any, Any] | None = None) -> int:
     from lastgood.cli import output
-    from lastgood.recovery import plan as recovery
+    from lastgood import recovery
     from lastgood.stores import index_store, open_catalog
 
-    catalog = open_catalog(settings)
-    store = index_store(catalog, args.store, reader_name=args.reader).store
+    if opened is None:
+        catalog = open_catalog(settings)
+        store = index_store(catalog, args.store, reader_name=args.reader).store
+    else:
+        catalog, store = opened
     try:
         plan = make_plan(catalog, store)
     except NothingToDo as done:  # idempotent: the run is already where it was asked to be
@@ -133,7 +147,7 @@ def _run(args: argparse.Namespace, settings: Settings, fmt: str, make_plan: Any)
         _confirm(plan, fmt)
     result = recovery.apply_plan(catalog, store, plan, reason=args.reason,
                                  operator=settings.operator, expected_head=expected)
-    output.emit(result.to_dict(), fmt, render_result)
+    output.emit(result.to_dict(), fmt, partial(render_result, store=_shell_word(store.display_url)))
     return 0 if not result.check or result.check["ok"] else 1
 
 
@@ -174,13 +188,17 @@ def render_plan(plan: dict[str, Any]) -> str:
     marks = {k: v for k, v in (plan.get("marks") or {}).items() if v}
     for kind, ids in marks.items():
         lines.append(f"  {kind + ':':14} {len(ids)} checkpoint(s): {', '.join(ids[:5])}"
-                     + (" …" if len(ids) > 5 else ""))
+                     + (f" …and {len(ids) - 5} more" if len(ids) > 5 else ""))
     diff = plan.get("diff")
     if diff:
         s = diff.get("summary") or {}
         lines.append(f"  state change:  +{s.get('added', 0)} -{s.get('removed', 0)} ~{s.get('changed', 0)}")
-        for change in (diff.get("changes") or [])[:10]:
+        changes = diff.get("changes") or []
+        for change in changes[:10]:
             lines.append(f"    {change.get('op'):6} {change.get('path')}")
+        listed = sum(int(s.get(k, 0) or 0) for k in ("added", "removed", "changed")) or len(changes)
+        if listed > min(len(changes), 10):
+            lines.append(f"    …and {listed - min(len(changes), 10)} more (--format json lists them)")
     effects = plan.get("side_effects") or []
     if effects:
         lines.append(f"  side effects after the target (NOT undone by a restore): {len(effects)}")
@@ -188,6 +206,8 @@ def render_plan(plan: dict[str, Any]) -> str:
             tool = f" {effect['tool']}" if effect.get("tool") else ""
             lines.append(f"    {effect['kind']}{tool} @ {str(effect['checkpoint_id'])[:13]}: "
                          f"{str(effect.get('detail') or '')[:80]}")
+        if len(effects) > 15:
+            lines.append(f"    …and {len(effects) - 15} more (--format json lists them)")
     for warning in plan.get("warnings") or []:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
@@ -205,7 +225,13 @@ def render_unchanged(result: dict[str, Any]) -> str:
             + f": nothing to do — {result['target']} is already its head (nothing written)")
 
 
-def render_result(result: dict[str, Any]) -> str:
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def render_result(result: dict[str, Any], store: str = "STORE") -> str:
     lines = [f"{result['action']} {result['action_id']}: run {result['run_id']} "
              f"head {result['previous_head']} → {result['new_head']}"]
     if result.get("superseded"):
@@ -213,7 +239,7 @@ def render_result(result: dict[str, Any]) -> str:
     check = result.get("check")
     if check:
         lines.append(f"  check: {'ok' if check['ok'] else 'FAILED'} — {check['message']}")
-    lines.append(f"  undo with: lastgood undo STORE {result['action_id']} --reason TEXT")
+    lines.append(f"  undo with: lastgood undo {store} {result['action_id']} --reason TEXT")
     return "\n".join(lines)
 
 
@@ -227,8 +253,31 @@ def render_journal(report: dict[str, Any]) -> str:
             continue
         undo = f" (undoes {e['undo_of']})" if e.get("undo_of") else ""
         lines.append(f"  {str(e.get('seq')):>4} {e.get('time')} {e.get('id')} {str(e.get('action')):10} "
-                     f"{e.get('run_id')} {e.get('previous_head')} → {e.get('new_head')} "
-                     f"by {e.get('operator')}: {e.get('reason')}{undo}")
+                     f"{_what(e)} by {e.get('operator')}: {e.get('reason')}{undo}")
     for p in report.get("pending") or []:
-        lines.append(f"  interrupted action in progress: {p.get('action_id')}")
+        lines.append("  " + _pending_line(p))
     return "\n".join(lines)
+
+
+def _what(entry: dict[str, Any]) -> str:
+    """What an entry changed, in a few words (retention's entries name no head)."""
+    note = entry.get("note") if isinstance(entry.get("note"), dict) else {}
+    if entry.get("action") == "prune":
+        return f"{note.get('count')} checkpoint(s) archived to {note.get('archive')}"
+    if note.get("retention"):
+        return f"pruned checkpoints restored from {note.get('archive')}"
+    if entry.get("action") in ("pin", "unpin"):
+        return f"{entry.get('target')} of {entry.get('run_id')}"
+    if entry.get("action") == "policy":
+        return f"retention policy {note.get('policy') or 'cleared'}"
+    return f"{entry.get('run_id')} {entry.get('previous_head')} → {entry.get('new_head')}"
+
+
+def _pending_line(lock: dict[str, Any]) -> str:
+    """An action begun and not completed (its intent is still in the store)."""
+    entry = lock.get("entry") if isinstance(lock.get("entry"), dict) else {}
+    what = f"{entry.get('action')} of run {entry.get('run_id')} to {entry.get('new_head')}" if entry else "an action"
+    if lock.get("interrupted"):
+        return (f"! interrupted: {lock.get('action_id')} ({what}) moved the head but its journal entry could not be "
+                f"written ({lock.get('cause')}); the next action on this store completes it")
+    return f"! in progress or interrupted: {lock.get('action_id')} ({what}); the next action completes or drops it"

@@ -27,6 +27,8 @@ from typing import Any
 
 import duckdb
 
+from lastgood.readers.base import Status, sql_statuses
+
 # checkpoint_rows' columns in the table's order (tests keep this equal to the schema)
 ROW_COLUMNS = ("store_id", "run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at",
                "trigger", "kind", "status", "status_reason", "size_bytes", "checksum", "agent", "codec",
@@ -168,12 +170,15 @@ def _mark_unreferenced(paths: list[str]) -> None:
             pass
 
 
+_OK = sql_statuses(Status.OK)
+
+
 def _branch(store_id: int, path: str, verified: str | None, checked: datetime | None) -> str:
     """The part's rows in checkpoint_rows' columns, as the table would hold them."""
     return f"""SELECT {int(store_id)}::INTEGER AS store_id, run_id, coalesce(namespace, '') AS namespace,
-        checkpoint_id, parent_id, step, created_at, trigger, kind, 'ok' AS status,
+        checkpoint_id, parent_id, step, created_at, trigger, kind, {_OK} AS status,
         NULL::VARCHAR AS status_reason, size_bytes, checksum, agent, codec, location,
-        nullif(metadata, '')::JSON AS metadata, 'ok' AS listed_status, NULL::VARCHAR AS listed_reason,
+        nullif(metadata, '')::JSON AS metadata, {_OK} AS listed_status, NULL::VARCHAR AS listed_reason,
         {_literal(verified)}::VARCHAR AS verified, {_literal(checked)}::TIMESTAMPTZ AS data_checked_at
         FROM read_parquet({_literal(path)})"""
 

@@ -26,7 +26,10 @@ from lastgood.index import attached
 from lastgood.config import private_dir, private_file
 from lastgood.checks import Check
 from lastgood.errors import LastgoodError
-from lastgood.readers.base import CHECKPOINT_NAMES, Finding, HeadRecord, ParquetSource, Reader, Scan
+from lastgood.readers.base import (CHECKPOINT_NAMES, MARKED_STATUSES, Finding, HeadRecord, ParquetSource, Reader,
+                                   Scan, Status, sql_status_counts, sql_statuses)
+
+_INCOMPLETE = sql_statuses(Status.INCOMPLETE)
 
 if TYPE_CHECKING:  # a command that lists nothing new (a reopen) never imports pyarrow
     import pyarrow as pa
@@ -68,7 +71,7 @@ MIGRATIONS: list[str] = [
         undoes TEXT, hash TEXT, prev_hash TEXT);
     """,
     # 2: the per-run summary pages and `ls` lean on
-    """
+    f"""
     CREATE VIEW runs AS
     SELECT c.store_id, c.run_id,
            arg_max(c.agent, c.created_at) AS agent,
@@ -77,11 +80,7 @@ MIGRATIONS: list[str] = [
            min(c.created_at) AS first_at, max(c.created_at) AS last_at,
            max(c.step) AS last_step,
            coalesce(sum(c.size_bytes), 0) AS size_bytes,
-           count(*) FILTER (WHERE c.status = 'ok') AS ok,
-           count(*) FILTER (WHERE c.status = 'corrupt') AS corrupt,
-           count(*) FILTER (WHERE c.status = 'incomplete') AS incomplete,
-           count(*) FILTER (WHERE c.status = 'quarantined') AS quarantined,
-           count(*) FILTER (WHERE c.status = 'superseded') AS superseded
+           {sql_status_counts("c.status")}
     FROM checkpoints c GROUP BY c.store_id, c.run_id;
     """,
     # 3: when a checkpoint's data was last read (--read-data-subset covers the least recent first)
@@ -113,6 +112,15 @@ MIGRATIONS: list[str] = [
     CREATE TABLE IF NOT EXISTS journal_tips (
         store_id INTEGER PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL, action_id TEXT,
         seen_at TIMESTAMPTZ NOT NULL);
+    """,
+    # 7: what a full read found in each tensor of a training checkpoint (lastgood.index.tensors)
+    """
+    CREATE TABLE IF NOT EXISTS tensor_stats (
+        store_id INTEGER NOT NULL, run_id TEXT NOT NULL, namespace TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL, name TEXT NOT NULL, dtype TEXT, shape TEXT, numel BIGINT,
+        nan BIGINT, posinf BIGINT, neginf BIGINT, zeros BIGINT,
+        min DOUBLE, max DOUBLE, mean DOUBLE, std DOUBLE, norm DOUBLE, sha256 TEXT,
+        checked_at TIMESTAMPTZ NOT NULL DEFAULT now());
     """,
 ]
 
@@ -346,7 +354,7 @@ def _reset_statuses(con: duckdb.DuckDBPyConnection, store_id: int, where: str,
     if attached.is_attached(con, store_id):
         return  # an attached part's rows are as listed, always (lastgood.index.attached)
     con.execute(f"""UPDATE checkpoint_rows SET status = listed_status, status_reason = listed_reason
-                    WHERE store_id = $sid AND status NOT IN ('quarantined', 'superseded') AND ({where})
+                    WHERE store_id = $sid AND status NOT IN {sql_statuses(*MARKED_STATUSES)} AND ({where})
                       AND (status IS DISTINCT FROM listed_status OR status_reason IS DISTINCT FROM listed_reason)""",
                 {**(params or {}), "sid": store_id})
 
@@ -464,6 +472,11 @@ def use_index(cur: duckdb.DuckDBPyConnection, path: str) -> duckdb.DuckDBPyConne
     return cur
 
 
+# a held lock surfaces as IOException before DuckDB 2.0, as ResourceInUseException since
+INDEX_BUSY: tuple[type[Exception], ...] = tuple(
+    e for e in (duckdb.IOException, getattr(duckdb, "ResourceInUseException", None)) if e is not None)
+
+
 def _connect_with_retry(path: str, wait: float = LOCK_RETRY_SECONDS,
                         cancel: threading.Event | None = None) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + wait
@@ -471,7 +484,7 @@ def _connect_with_retry(path: str, wait: float = LOCK_RETRY_SECONDS,
         try:
             with _OPEN_CLOSE:
                 return _plain_utc(_open(path))
-        except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
+        except INDEX_BUSY as exc:
             message = str(exc).lower()
             if (("lock" not in message and HANDLE_CONFLICT not in message) or time.monotonic() > deadline
                     or (cancel is not None and cancel.is_set())):
@@ -494,7 +507,8 @@ UTC_ALIASES = frozenset(("Etc/UTC", "Etc/UCT", "Etc/Universal", "Etc/Zulu", "UCT
 
 def _plain_utc(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """The connection (and its cursors) with TimeZone 'UTC' when the machine's zone is UTC by another name."""
-    if con.execute("SELECT current_setting('TimeZone')").fetchone()[0] in UTC_ALIASES:
+    (zone,) = con.execute("SELECT current_setting('TimeZone')").fetchall()[0]  # fetchall: no result left open
+    if zone in UTC_ALIASES:
         con.execute("SET GLOBAL TimeZone = 'UTC'")
     return con
 
@@ -504,7 +518,7 @@ def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int,
     """Insert a batch (an Arrow table, or Parquet files DuckDB reads itself); returns its rows."""
     params: dict[str, Any] = {"sid": store_id}
     if isinstance(batch, ParquetSource):
-        source = "(SELECT *, 'ok' AS status, NULL AS status_reason FROM read_parquet($paths))"
+        source = f"(SELECT *, {sql_statuses(Status.OK)} AS status, NULL AS status_reason FROM read_parquet($paths))"
         params["paths"] = list(batch.paths)
     else:
         con.register("incoming", batch)
@@ -515,7 +529,7 @@ def _upsert_checkpoints(con: duckdb.DuckDBPyConnection, store_id: int,
             con.execute(f"""DELETE FROM checkpoint_rows c USING {source} i
                 WHERE c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
                 AND c.namespace = coalesce(i.namespace, '')
-                AND NOT (i.status = 'incomplete' AND c.listed_status <> 'incomplete')""", params)
+                AND NOT (i.status = {_INCOMPLETE} AND c.listed_status <> {_INCOMPLETE})""", params)
         keep = "" if fresh else """WHERE NOT EXISTS (SELECT 1 FROM checkpoint_rows c WHERE
             c.store_id = $sid AND c.checkpoint_id = i.checkpoint_id AND c.run_id = i.run_id
             AND c.namespace = coalesce(i.namespace, ''))"""
@@ -591,14 +605,14 @@ def _apply_error_statuses(con: duckdb.DuckDBPyConnection, store_id: int) -> None
                               AND checkpoint_id IS NOT NULL""", [store_id]).fetchone()[0]:
             return
         attached.materialize(con, store_id)
-    con.execute("""
+    con.execute(f"""
         UPDATE checkpoint_rows c SET
-            status = CASE WHEN f."check" = $incomplete THEN 'incomplete' ELSE 'corrupt' END,
+            status = CASE WHEN f."check" = $incomplete THEN {_INCOMPLETE} ELSE {sql_statuses(Status.CORRUPT)} END,
             status_reason = f.message
         FROM (SELECT checkpoint_id, run_id, namespace,
                      arg_min("check", found_at) AS "check", arg_min(message, found_at) AS message
               FROM findings WHERE store_id = $sid AND severity = 'error' AND checkpoint_id IS NOT NULL
               GROUP BY ALL) f
         WHERE c.store_id = $sid AND c.checkpoint_id = f.checkpoint_id AND c.run_id = f.run_id
-          AND c.namespace = f.namespace AND c.status NOT IN ('quarantined', 'superseded')""",
+          AND c.namespace = f.namespace AND c.status NOT IN {sql_statuses(*MARKED_STATUSES)}""",
                 {"sid": store_id, "incomplete": str(Check.INCOMPLETE)})

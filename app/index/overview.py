@@ -13,8 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lastgood.index.catalog import Catalog, use_index
-from lastgood.index.queries import RUNS_SQL
+from lastgood.index.catalog import Catalog, distinct_findings, use_index
+from lastgood.readers.base import DAMAGED_STATUSES, Status, sql_statuses
+from lastgood.index.queries import DAMAGED_RUNS_SQL, RUNS_SQL
 
 GROWTH_BUCKETS = 200
 DAMAGED_RUNS_SHOWN = 3  # the Overview suggests an action for each of this many damaged runs
@@ -59,19 +60,37 @@ def agents(catalog: Catalog, store_id: int) -> pa.Table:
 
 
 def damaged_runs(catalog: Catalog, store_id: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """The ``limit`` runs with the most corrupt + incomplete checkpoints (latest first among
-    equals), and how many runs have any."""
-    rows = _table(catalog, """SELECT run_id, corrupt, incomplete, corrupt + incomplete AS damaged,
-        count(*) OVER () AS total FROM runs WHERE store_id = ? AND corrupt + incomplete > 0
-        ORDER BY damaged DESC, last_at DESC LIMIT ?""", [store_id, limit]).to_pylist()
+    """The ``limit`` damaged runs (the runs ``lastgood runs`` calls damaged: a corrupt or incomplete
+    checkpoint, or an error finding on one, ``queries.DAMAGED_RUNS_SQL``) with the most damaged
+    checkpoints, then error findings, the most recently damaged first among equals, with whether the
+    run's head is damaged (restoring its last good helps); and how many runs are damaged
+    (``queries.overview``'s ``damaged_runs``). Only damaged rows are read."""
+    rows = _table(catalog, f"""WITH bad AS (
+            SELECT run_id, count(*) FILTER (WHERE status = {sql_statuses(Status.CORRUPT)}) AS corrupt,
+                count(*) FILTER (WHERE status = {sql_statuses(Status.INCOMPLETE)}) AS incomplete,
+                0 AS errors, max(created_at) AS damaged_at
+            FROM checkpoints WHERE store_id = $sid AND status IN {sql_statuses(*DAMAGED_STATUSES)} GROUP BY run_id
+            UNION ALL
+            SELECT run_id, 0, 0, count(*), NULL FROM {distinct_findings("store_id = $sid")} f
+            WHERE severity = 'error' AND checkpoint_id IS NOT NULL
+                AND run_id IN (SELECT run_id FROM ({DAMAGED_RUNS_SQL})) GROUP BY run_id)
+        SELECT run_id, CAST(sum(corrupt) AS BIGINT) AS corrupt, CAST(sum(incomplete) AS BIGINT) AS incomplete,
+            CAST(sum(corrupt + incomplete) AS BIGINT) AS damaged, CAST(sum(errors) AS BIGINT) AS errors,
+            count(*) OVER () AS total,
+            EXISTS (SELECT 1 FROM heads h JOIN checkpoints c ON c.store_id = h.store_id AND c.run_id = h.run_id
+                    AND c.namespace = h.namespace AND c.checkpoint_id = h.checkpoint_id
+                    WHERE h.store_id = $sid AND h.run_id = bad.run_id AND h.namespace = ''
+                    AND c.status IN {sql_statuses(*DAMAGED_STATUSES)}) AS head_damaged
+        FROM bad GROUP BY run_id ORDER BY damaged DESC, errors DESC, max(damaged_at) DESC NULLS LAST, run_id
+        LIMIT $limit""", {"sid": store_id, "limit": limit}).to_pylist()
     return rows, int(rows[0]["total"]) if rows else 0
 
 
 def failures(catalog: Catalog, store_id: int, limit: int = 20) -> pa.Table:
     """Damaged checkpoints and error events, newest first (``queries.recent_failures``)."""
-    return _table(catalog, """SELECT * FROM (
+    return _table(catalog, f"""SELECT * FROM (
         SELECT created_at, run_id, agent, checkpoint_id, status AS what, status_reason AS detail
-        FROM checkpoints WHERE store_id = $sid AND status IN ('corrupt', 'incomplete')
+        FROM checkpoints WHERE store_id = $sid AND status IN {sql_statuses(*DAMAGED_STATUSES)}
         UNION ALL
         SELECT e.created_at, e.run_id, r.agent, e.checkpoint_id, e.kind AS what, e.message
         FROM events e LEFT JOIN runs r ON r.store_id = e.store_id AND r.run_id = e.run_id

@@ -2,9 +2,9 @@
 
 ``lastgood index DB`` spends its first ~0.25 s importing DuckDB, pyarrow and
 the command modules; a reader that can list a store without them starts that
-listing in threads first (:data:`PREFETCHERS`, by reader name: a function that
-takes the URL, returns whether it recognised and started it, and imports only
-the standard library). The reader's scan takes the result when the files are
+listing in threads first (the registry's ``prefetch`` entries, by reader name: a
+function that takes the URL, returns whether it recognised and started it, and
+imports only the standard library). The reader's scan takes the result when the files are
 unchanged, and lists as usual otherwise: nothing depends on a prefetch.
 
 Only for a store's first listing in a home without an index yet: a store the
@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-PREFETCHERS: dict[str, str] = {"langgraph-sqlite": "lastgood.readers.langgraph.sqlite_fetch:prefetch_url"}
 LISTING_COMMANDS = ("index", "ls", "show")
 VALUE_OPTIONS = ("--home", "--format", "--reader", "--check", "--run", "--status")
 _started = False
@@ -68,15 +67,18 @@ def prefetch_store(url: str, reader_name: str | None = None) -> bool:
     """Start the first listing of the store at ``url`` when a reader (``reader_name``, or
     any with a prefetcher) recognises it; for a caller that knows the store is not indexed
     yet (e.g. ``lastgood ui``'s start-up child, before its imports)."""
-    names = [reader_name] if reader_name else list(PREFETCHERS)
+    from lastgood.readers.registry import prefetchers
+
+    found = prefetchers()
+    names = [reader_name] if reader_name else list(found)
     try:
-        return any(_prefetcher(name)(url) for name in names if name in PREFETCHERS)
+        return any(_prefetcher(found[name])(url) for name in names if name in found)
     except Exception:  # noqa: BLE001 - a prefetch is only a head start
         return False
 
 
-def _prefetcher(name: str) -> Callable[[str], bool]:
-    module, function = PREFETCHERS[name].split(":")
+def _prefetcher(target: str) -> Callable[[str], bool]:
+    module, function = target.split(":")
     return getattr(importlib.import_module(module), function)
 
 

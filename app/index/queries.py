@@ -12,6 +12,7 @@ from lastgood.index.catalog import Catalog, distinct_findings
 from lastgood.errors import AmbiguousCheckpoint, CheckpointNotFound
 from lastgood.checks import Check
 from lastgood.readers.base import CheckpointRecord, Finding, record_from_row
+from lastgood.readers.base import DAMAGED_STATUSES, Status, sql_statuses
 from lastgood.readers.common.gc_pause import gc_paused
 
 if TYPE_CHECKING:  # pandas is imported only by the queries that return frames (fast CLI start)
@@ -27,6 +28,8 @@ DEFAULT_MAX_POINTS = 3000
 
 @dataclass
 class Overview:
+    """A store's numbers, counted one way for every page and the CLI (:func:`overview`)."""
+
     checkpoints: int = 0
     runs: int = 0
     agents: int = 0
@@ -34,8 +37,20 @@ class Overview:
     first_at: Any = None
     last_at: Any = None
     by_status: dict[str, int] = field(default_factory=dict)
-    findings: dict[str, int] = field(default_factory=dict)
+    findings: dict[str, int] = field(default_factory=dict)  # by severity, one per checkpoint and check
     data_unread: int = 0  # checkpoints no data check has decoded yet: their status is from structure checks
+    damaged_runs: int = 0  # runs ``lastgood runs`` calls damaged (DAMAGED_RUNS_SQL)
+    store_findings: list[dict[str, Any]] = field(default_factory=list)  # about the store itself (redacted)
+
+    @property
+    def damaged(self) -> int:
+        """Damaged checkpoints: corrupt or incomplete (what ``ls`` shows as not ok and unreadable)."""
+        return sum(self.by_status.get(str(s), 0) for s in DAMAGED_STATUSES)
+
+    @property
+    def data_checked(self) -> int:
+        """Checkpoints a data check has nothing more to read in: decoded by one, or damaged."""
+        return self.checkpoints - self.data_unread
 
 
 def _frame(catalog: Catalog, sql: str, params: Any = None) -> pd.DataFrame:
@@ -71,7 +86,7 @@ def indexed_stores(catalog: Catalog) -> dict[str, int]:
             _rows(catalog, "SELECT store_id, url FROM stores ORDER BY store_id")}
 
 
-HAS_STATE = "status NOT IN ('corrupt', 'incomplete')"  # what a data check could still read
+HAS_STATE = f"status NOT IN {sql_statuses(*DAMAGED_STATUSES)}"  # what a data check could still read
 
 
 def verification_depths(catalog: Catalog, store_id: int) -> dict[str, int]:
@@ -191,6 +206,19 @@ def run_exists(catalog: Catalog, store_id: int, run_id: str, namespace: str | No
         return con.execute(sql + " LIMIT 1", params).fetchone() is not None
 
 
+def resolve_run(catalog: Catalog, store_id: int, run: str) -> str:
+    """The run id ``run`` names: itself, or the run whose handle it is (:func:`run_handle`: pages and
+    links name a secret-shaped run by it); CheckpointNotFound when the store has no such run."""
+    if is_handle(run) and not run_exists(catalog, store_id, run):
+        rows = _rows(catalog, f"""SELECT DISTINCT run_id FROM checkpoints WHERE store_id = ?
+            AND {_RUN_HANDLE_SQL} = ? LIMIT 2""", [store_id, run[len(HANDLE_PREFIX):]])
+        if len(rows) == 1:
+            return str(rows[0]["run_id"])
+    if not run_exists(catalog, store_id, run):
+        raise CheckpointNotFound("no such run in this store (`lastgood runs STORE` lists them)")
+    return run
+
+
 def require_run(catalog: Catalog, store_id: int, run_id: str | None) -> None:
     """CheckpointNotFound (exit 2) for a ``--run`` the store does not have: a typo never reads
     as "no checkpoints"."""
@@ -268,12 +296,17 @@ def _lookup(catalog: Catalog, store_id: int, ref: str, namespace: str | None) ->
 
 
 def _run_qualified(catalog: Catalog, where: str, params: list[Any], ref: str) -> list[dict[str, Any]]:
-    """Rows for ``RUN/ID`` (the id may be a prefix; the run may itself contain '/')."""
-    if "/" not in ref:
-        return []
-    run_id, cid = ref.rsplit("/", 1)
-    return _rows(catalog, f"""SELECT * FROM checkpoints WHERE {where} AND run_id = ?
-        AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", params + [run_id, cid])
+    """Rows for ``RUN/ID``: an exact id first, then an id prefix. Either part may contain '/': each
+    split of the reference is tried, the run's own id being the longest that names a run."""
+    for i in sorted((i for i, ch in enumerate(ref) if ch == "/"), reverse=True):
+        run_id, cid = ref[:i], ref[i + 1:]
+        exact = _rows(catalog, f"SELECT * FROM checkpoints WHERE {where} AND run_id = ? AND checkpoint_id = ? "
+                               "LIMIT 6", params + [run_id, cid])
+        found = exact or _rows(catalog, f"""SELECT * FROM checkpoints WHERE {where} AND run_id = ?
+            AND starts_with(checkpoint_id, ?) ORDER BY checkpoint_id LIMIT 6""", params + [run_id, cid])
+        if found:
+            return found
+    return []
 
 
 def duplicate_id_findings(catalog: Catalog, store_id: int) -> list[Finding]:
@@ -305,18 +338,52 @@ def _duplicate_message(places: set[tuple[str, str]], run_id: str, namespace: str
     return f"checkpoint id is used in {where}: address it as {form} ({checkpoint_ref(run_id, namespace, cid)})"
 
 
+# the runs every page, ``lastgood runs`` (health "damaged") and the Overview call damaged: a corrupt or
+# incomplete checkpoint, or an error finding on one of its checkpoints (a finding about the store itself
+# belongs to no run)
+DAMAGED_RUNS_SQL = f"""SELECT run_id FROM checkpoints WHERE store_id = $sid AND status IN {sql_statuses(*DAMAGED_STATUSES)}
+    UNION SELECT f.run_id FROM findings f WHERE f.store_id = $sid AND f.severity = 'error'
+        AND f.checkpoint_id IS NOT NULL AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.store_id = $sid
+            AND c.run_id = f.run_id AND c.namespace = coalesce(f.namespace, ''))"""
+STORE_FINDINGS_SHOWN = 20
+
+
 def overview(catalog: Catalog, store_id: int) -> Overview:
-    row = _rows(catalog, f"""SELECT count(*) AS checkpoints, count(DISTINCT run_id) AS runs,
-        count(DISTINCT agent) AS agents, coalesce(sum(size_bytes), 0) AS size_bytes,
-        min(created_at) AS first_at, max(created_at) AS last_at,
-        count(*) FILTER (WHERE verified IS DISTINCT FROM 'data' AND {HAS_STATE}) AS data_unread
-        FROM checkpoints WHERE store_id = ?""", [store_id])[0]
-    result = Overview(**{k: v for k, v in row.items() if v is not None})
-    result.by_status = dict(_pairs(catalog, """SELECT status, count(*) FROM checkpoints
-        WHERE store_id = ? GROUP BY status ORDER BY 2 DESC""", store_id))
-    result.findings = dict(_pairs(catalog, f"""SELECT severity, count(*)
-        FROM {distinct_findings("store_id = ?")} GROUP BY severity""", store_id))
+    """The store's numbers as every page and the CLI count them: checkpoints by status (damaged:
+    corrupt or incomplete), runs and damaged runs (DAMAGED_RUNS_SQL), findings by severity (one per
+    checkpoint and check, as ``verify`` lists them), those about the store itself, what a data
+    check has still to read."""
+    params = {"sid": store_id}
+    with catalog.connect() as con:
+        cur = con.execute(f"""SELECT count(*) AS checkpoints, count(DISTINCT run_id) AS runs,
+            count(DISTINCT agent) AS agents, coalesce(sum(size_bytes), 0) AS size_bytes,
+            min(created_at) AS first_at, max(created_at) AS last_at,
+            count(*) FILTER (WHERE verified IS DISTINCT FROM 'data' AND {HAS_STATE}) AS data_unread
+            FROM checkpoints WHERE store_id = $sid""", params)
+        row = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+        result = Overview(**{k: v for k, v in row.items() if v is not None})
+        result.by_status = dict(con.execute("""SELECT status, count(*) FROM checkpoints
+            WHERE store_id = $sid GROUP BY status ORDER BY 2 DESC""", params).fetchall())
+        counts = con.execute(f"""SELECT severity, count(*), count(*) FILTER (WHERE checkpoint_id IS NULL)
+            FROM {distinct_findings("store_id = $sid")} GROUP BY severity""", params).fetchall()
+        result.findings = {severity: n for severity, n, _ in counts}
+        if result.damaged or result.findings.get("error"):  # else none: the usual case skips the query
+            result.damaged_runs = con.execute(f"SELECT count(DISTINCT run_id) FROM ({DAMAGED_RUNS_SQL})",
+                                              params).fetchone()[0]
+        if any(on_store for *_, on_store in counts):
+            result.store_findings = _store_findings(con, store_id)
     return result
+
+
+def _store_findings(con: Any, store_id: int) -> list[dict[str, Any]]:
+    """The findings about the store itself (no checkpoint: a malformed catalog line…), errors first."""
+    from lastgood.redact import redact_text  # messages quote store contents
+
+    cur = con.execute(f"""SELECT "check", severity, message, depth FROM {distinct_findings("store_id = $sid")}
+        WHERE checkpoint_id IS NULL ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+        "check", message LIMIT {STORE_FINDINGS_SHOWN}""", {"sid": store_id})
+    return [{"check": c, "severity": s, "message": redact_text(m) if isinstance(m, str) else m, "depth": d}
+            for c, s, m, d in cur.fetchall()]
 
 
 def _pairs(catalog: Catalog, sql: str, store_id: int) -> list[tuple[Any, Any]]:
@@ -366,10 +433,10 @@ def _bucketed(catalog: Catalog, where: str, params: list[Any], max_points: int) 
                trigger, status, count(*) AS count, sum(size_bytes) AS size_bytes,
                count(DISTINCT run_id) AS runs, min(step) AS step, NULL AS checkpoint_id,
                run_id, NULL AS status_reason
-        FROM sel, span WHERE status = 'ok' GROUP BY ALL
+        FROM sel, span WHERE status = {sql_statuses(Status.OK)} GROUP BY ALL
         UNION ALL
         SELECT * FROM (SELECT created_at, trigger, status, 1, size_bytes, 1, step, checkpoint_id,
-               run_id, status_reason FROM sel WHERE status <> 'ok' ORDER BY created_at DESC
+               run_id, status_reason FROM sel WHERE status <> {sql_statuses(Status.OK)} ORDER BY created_at DESC
                LIMIT {max_points // 2})
         ORDER BY created_at"""
     return _frame(catalog, sql, params)
@@ -385,6 +452,14 @@ def events(catalog: Catalog, store_id: int, run_id: str | None = None,
     return _frame(catalog, f"""SELECT created_at, run_id, namespace, checkpoint_id, kind, channel,
         task_id, message FROM events WHERE {where} ORDER BY created_at DESC LIMIT {int(limit)}""", params
                   ).iloc[::-1].reset_index(drop=True)
+
+
+def checkpoint_events(catalog: Catalog, store_id: int, run_id: str, namespace: str,
+                      checkpoint_id: str) -> list[dict[str, Any]]:
+    """One checkpoint's events as plain rows (``show``: no pandas to import)."""
+    return _rows(catalog, """SELECT created_at, run_id, namespace, checkpoint_id, kind, channel, task_id, message
+        FROM events WHERE store_id = ? AND run_id = ? AND namespace = ? AND checkpoint_id = ?
+        ORDER BY created_at LIMIT 2000""", [store_id, run_id, namespace, checkpoint_id])
 
 
 def findings(catalog: Catalog, store_id: int, checkpoint_id: str | None = None,

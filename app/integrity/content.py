@@ -1,8 +1,12 @@
 """Content checks: warnings about what a checkpoint holds, not whether it can be read.
 
-- **schema drift**: a channel or key appears, disappears or changes type
-  between consecutive checkpoints of a run (from each state's *shape*, a
-  small ``{path: type}`` map computed where the state was decoded);
+- **schema drift**: what is abnormal for a state's shape along a run (each state's *shape* is a
+  small ``{path: type}`` map computed where the state was decoded), checkpoint against its parent
+  (the checkpoint before it in step order when the format records no parents): a key that
+  *disappears*, a key that *changes type*, or a key that *reappears* after the run's lineage had
+  it and lost it. A key that appears for the first time is how a state grows (a LangGraph channel
+  written by its first node, a summary at the end): never drift. Forks compare with their own
+  parent, not with the branch listed before them;
 - **NaN/Inf** anywhere in a state's numbers;
 - **size spikes**: a checkpoint far bigger than its run's median (SQL over the
   index, no blob reads).
@@ -37,8 +41,8 @@ def state_shape(state: Any, depth: int = SHAPE_DEPTH) -> Shape:
     """``{path: type name}`` for the first ``depth`` levels of dict keys.
 
     Internal LangGraph channels (``__start__``, ``branch:to:x``) come and go on
-    every step and are left out; so are None values (a field being unset is
-    not a type change)."""
+    every step and are left out; a None value is of no type (UNKNOWN): a field
+    being unset is neither a type change nor a key that disappeared."""
     shape: Shape = {}
     _collect_shape(state, "", depth, shape)
     return shape
@@ -49,10 +53,10 @@ def _collect_shape(value: Any, prefix: str, depth: int, shape: Shape) -> None:
         return
     for key, child in value.items():
         name = str(key)
-        if name.startswith(("__", "$")) or ":" in name or child is None:
+        if name.startswith(("__", "$")) or ":" in name:
             continue
         path = f"{prefix}/{name}"
-        if _is_placeholder(child):
+        if child is None or _is_placeholder(child):
             shape[path] = UNKNOWN
             continue
         shape[path] = _type_name(child)
@@ -78,19 +82,21 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def drift_message(before: Shape, after: Shape) -> str | None:
-    """What changed between two shapes, or None when they agree."""
-    added = sorted(after.keys() - before.keys())
+def drift_message(before: Shape, after: Shape, seen: frozenset[str] = frozenset()) -> str | None:
+    """What is abnormal between a checkpoint's shape (``after``) and its parent's (``before``), or
+    None: keys that disappeared, changed type, or reappeared (absent from the parent but in ``seen``,
+    the keys an earlier checkpoint of the lineage had). Keys new to the lineage are not drift."""
     removed = sorted(before.keys() - after.keys())
     retyped = sorted(p for p in before.keys() & after.keys()
                      if before[p] != after[p] and UNKNOWN not in (before[p], after[p]))
+    back = sorted(p for p in after.keys() - before.keys() if p in seen)
     parts = []
-    if added:
-        parts.append("appeared: " + _listed(added))
     if removed:
         parts.append("disappeared: " + _listed(removed))
     if retyped:
         parts.append("changed type: " + _listed(f"{p} {before[p]}→{after[p]}" for p in retyped))
+    if back:
+        parts.append("reappeared: " + _listed(back))
     return "; ".join(parts) or None
 
 
@@ -101,23 +107,44 @@ def _listed(items: Iterable[str], limit: int = 5) -> str:
 
 
 def drift_findings(records: list[CheckpointRecord], shapes: Mapping[str, Shape]) -> Iterator[Finding]:
-    """Schema drift between consecutive checkpoints of each run (records in run, step order).
+    """Schema drift along each run (records in run, step order; ``parent_id`` when the format
+    records parents): each checkpoint against its parent, else the checkpoint before it.
 
-    Only neighbours that both have a shape are compared (a damaged checkpoint
-    in between is reported by the integrity checks, not as drift)."""
+    Only a checkpoint and a parent that both have a shape are compared (a damaged checkpoint in
+    between is reported by the integrity checks, not as drift); a parent named but not among the
+    run's records (a missing parent) is not replaced by a neighbour."""
     previous: dict[tuple[str, str], CheckpointRecord] = {}
+    seen: dict[tuple[str, str, str], frozenset[str]] = {}  # a checkpoint -> every key its lineage had, up to it
     for record in records:
         key = (record.run_id, record.namespace)
-        before = previous.get(key)
+        before = _parent(record, previous.get(key), seen)
         previous[key] = record
-        if before is None or before.checkpoint_id not in shapes or record.checkpoint_id not in shapes:
+        shape = shapes.get(record.checkpoint_id)
+        if shape is None:
             continue
-        if not shapes[before.checkpoint_id]:
-            continue  # an empty first state (LangGraph's input checkpoint) only gains keys
-        message = drift_message(shapes[before.checkpoint_id], shapes[record.checkpoint_id])
+        lineage = seen.get(_at(before), frozenset()) if before is not None else frozenset()
+        seen[_at(record)] = lineage if shape.keys() <= lineage else lineage | shape.keys()
+        parent_shape = shapes.get(before.checkpoint_id) if before is not None else None
+        if not parent_shape:  # none, or an empty first state (LangGraph's input checkpoint) that only gains keys
+            continue
+        message = drift_message(parent_shape, shape, lineage)
         if message:
             yield Finding(Check.SCHEMA_DRIFT, "warning", f"state schema changed since {before.checkpoint_id}: "
                           f"{message}", record.run_id, record.namespace, record.checkpoint_id)
+
+
+def _at(record: CheckpointRecord) -> tuple[str, str, str]:
+    return record.run_id, record.namespace, record.checkpoint_id
+
+
+def _parent(record: CheckpointRecord, previous: CheckpointRecord | None,
+            seen: Mapping[tuple[str, str, str], frozenset[str]]) -> CheckpointRecord | None:
+    """What ``record`` is compared with: its parent when the format names one (known only once
+    its shape was seen: records come in step order), else the checkpoint before it in its run."""
+    if record.parent_id is None:
+        return previous
+    parent = CheckpointRecord(run_id=record.run_id, checkpoint_id=record.parent_id, namespace=record.namespace)
+    return parent if _at(parent) in seen else None
 
 
 def non_finite_paths(state: Any, limit: int = 5, budget: int = MAX_NON_FINITE_NODES) -> list[str]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from lastgood.index.catalog import Catalog, distinct_findings
+from lastgood.readers.base import DAMAGED_STATUSES, Status, sql_status_counts, sql_statuses
 
 # a head moved back (a native restore) bounds the run: what it moved away from is not its last good
-_LAST_GOOD_SQL = """
+_LAST_GOOD_SQL = f"""
 WITH head_at AS (
     SELECT h.run_id, h.namespace, hc.created_at, hc.step, hc.checkpoint_id
     FROM heads h JOIN checkpoints hc ON hc.store_id = h.store_id AND hc.run_id = h.run_id
@@ -22,12 +23,12 @@ WITH head_at AS (
     WHERE h.store_id = $sid)
 SELECT c.run_id, c.namespace, arg_max(c.checkpoint_id, (c.created_at, c.step, c.checkpoint_id))
 FROM checkpoints c LEFT JOIN head_at ha ON ha.run_id = c.run_id AND ha.namespace = c.namespace
-WHERE c.store_id = $sid AND c.status = 'ok' AND c.verified = 'data'
+WHERE c.store_id = $sid AND c.status = {sql_statuses(Status.OK)} AND c.verified = 'data'
   AND (ha.run_id IS NULL OR (c.created_at, c.step, c.checkpoint_id) <= (ha.created_at, ha.step, ha.checkpoint_id))
   AND NOT EXISTS (SELECT 1 FROM findings f WHERE f.store_id = c.store_id AND f.severity = 'error'
                   AND f.checkpoint_id = c.checkpoint_id AND f.run_id = c.run_id
                   AND f.namespace = c.namespace)
-  {run_filter}
+  {{run_filter}}
 GROUP BY c.run_id, c.namespace
 """
 
@@ -49,19 +50,15 @@ def last_good(catalog: Catalog, store_id: int, run_id: str, namespace: str = "")
     return last_good_by_run(catalog, store_id, run_id).get((run_id, namespace))
 
 
-_RUN_HEALTH_SQL = """
+_RUN_HEALTH_SQL = f"""
 SELECT c.run_id, c.namespace, arg_max(c.agent, c.created_at) AS agent, count(*) AS checkpoints,
-       count(*) FILTER (WHERE c.status = 'ok') AS ok,
-       count(*) FILTER (WHERE c.status = 'corrupt') AS corrupt,
-       count(*) FILTER (WHERE c.status = 'incomplete') AS incomplete,
-       count(*) FILTER (WHERE c.status = 'quarantined') AS quarantined,
-       count(*) FILTER (WHERE c.status = 'superseded') AS superseded,
+       {sql_status_counts("c.status")},
        count(*) FILTER (WHERE coalesce(c.verified, '') <> 'data'
-                        AND c.status NOT IN ('corrupt', 'incomplete')) AS unverified,
+                        AND c.status NOT IN {sql_statuses(*DAMAGED_STATUSES)}) AS unverified,
        max(c.created_at) AS last_at, any_value(h.checkpoint_id) AS head
 FROM checkpoints c
 LEFT JOIN heads h ON h.store_id = c.store_id AND h.run_id = c.run_id AND h.namespace = c.namespace
-WHERE c.store_id = $sid {run_filter}
+WHERE c.store_id = $sid {{run_filter}}
 GROUP BY c.run_id, c.namespace
 ORDER BY last_at DESC NULLS LAST, c.run_id, c.namespace
 """

@@ -14,8 +14,12 @@ states it decoded. Chunks run
 Object stores are read concurrently: a chunk's blobs come in with one
 multi-path ``fs.cat`` (fsspec gathers the GETs with bounded concurrency; one
 GET per object, no HEAD: sizes come from the catalog) before they are hashed
-and decoded, and in-process the next chunk's fetch runs while this one is
-checked.
+and decoded, and the next blobs' fetch runs while these are checked (in this
+process a chunk ahead; in a worker process, which fetches its own chunks so
+that the client's per-request CPU is spread over every worker, a part of its
+chunk ahead). A chunk handed to a worker names the earlier checkpoints its
+incremental states are rebuilt from (that worker may not have checked the
+chunk before it): their blobs come in with the chunk's first fetch.
 
 Results stream back as chunks complete, at most ``2 × workers`` in flight;
 :func:`run_chunks` stops early when its ``cancel`` event is set.
@@ -38,11 +42,13 @@ from lastgood.integrity.content import Shape, non_finite_finding, state_shape
 from lastgood.errors import DecodeError, LastgoodError, UsageError
 from lastgood.readers.common import validate
 from lastgood.readers.common.gc_pause import gc_paused
-from lastgood.readers.base import CheckpointRecord, Finding, Reader
+from lastgood.readers.base import (ChecksCheckpoints, CheckpointRecord, Finding, HasBlobFiles, Reader, TensorSummary,
+                                   capability)
 
 CHUNK = 256                 # records per unit of parallel work
 CHUNK_BYTES = 32 * 1024 * 1024  # … and at most about this many blob bytes (data depth)
 MIN_PARALLEL_RECORDS = 4 * CHUNK  # below this a data check runs in-process
+FETCH_PART = CHUNK // 4  # a worker checks an object store's chunk in parts of this many, fetching ahead
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class ChunkResult:
     checkpoint_ids: list[str]
     findings: list[Finding] = field(default_factory=list)
     shapes: dict[str, Shape] = field(default_factory=dict)
+    tensors: list[TensorSummary] = field(default_factory=list)  # what a full read found per tensor
 
 
 def default_workers() -> int:
@@ -78,11 +85,13 @@ def default_workers() -> int:
 
 # ---- one chunk -------------------------------------------------------------------------
 
-def reader_findings(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> Iterator[Finding]:
-    """The reader's own checks, or (without them) a decode of each state."""
-    check = getattr(reader, "check_checkpoints", None)
-    if check is not None:
-        yield from check(records, read_data)
+def reader_findings(reader: Reader, records: list[CheckpointRecord], read_data: bool
+                    ) -> Iterator[Finding | TensorSummary]:
+    """The reader's own checks (findings, and at data depth what it found per tensor), or (without
+    them) a decode of each state."""
+    checker = capability(reader, ChecksCheckpoints)
+    if checker is not None:
+        yield from checker.check_checkpoints(records, read_data)
         return
     if read_data:
         for record in records:
@@ -99,10 +108,12 @@ def check_chunk(reader: Reader, records: list[CheckpointRecord], read_data: bool
     ``blobs``: the chunk's blobs of an object store, already fetched (:func:`fetch_blobs`)."""
     with _prefetched(reader, records, read_data, blobs), validate.finite_marks(), _gc_paused(read_data):
         try:
-            findings = list(reader_findings(reader, records, read_data))
+            found = list(reader_findings(reader, records, read_data))
         except LastgoodError:
-            findings = _one_by_one(reader, records, read_data)
-        result = ChunkResult([r.checkpoint_id for r in records], findings)
+            found = _one_by_one(reader, records, read_data)
+        result = ChunkResult([r.checkpoint_id for r in records],
+                             [f for f in found if isinstance(f, Finding)],
+                             tensors=[t for t in found if isinstance(t, TensorSummary)])
         if read_data:
             _content(reader, records, result)
     return result
@@ -114,11 +125,12 @@ def _gc_paused(read_data: bool) -> AbstractContextManager[None]:
     return gc_paused() if read_data else nullcontext()
 
 
-def _one_by_one(reader: Reader, records: list[CheckpointRecord], read_data: bool) -> list[Finding]:
+def _one_by_one(reader: Reader, records: list[CheckpointRecord], read_data: bool
+                ) -> list[Finding | TensorSummary]:
     """A reader that raised on a chunk, asked per checkpoint: the ones it still raises on
     become findings (verification never raises for a damaged checkpoint). When every
     checkpoint fails the store itself is unreadable, and that error is the answer."""
-    findings: list[Finding] = []
+    findings: list[Finding | TensorSummary] = []
     failures: list[LastgoodError] = []
     for record in records:
         try:
@@ -133,6 +145,10 @@ def _one_by_one(reader: Reader, records: list[CheckpointRecord], read_data: bool
 
 
 def _content(reader: Reader, records: list[CheckpointRecord], result: ChunkResult) -> None:
+    """Each readable state's shape (schema drift between neighbours) and NaN/Inf. Not for readers of
+    cumulative states (``Reader.cumulative_states``): their own data check read every item once."""
+    if reader.cumulative_states:
+        return
     damaged = {f.checkpoint_id for f in result.findings if f.severity == "error"}
     for record in records:
         if record.checkpoint_id in damaged:
@@ -158,6 +174,12 @@ class _PrefetchedFS:
         self._fs = fs
         self._blobs = blobs
 
+    def held_size(self, path: str) -> int | None:
+        """The size of ``path`` when its whole object is in memory (a GET proved it exists and how
+        big it is: no listing needed), else None."""
+        data = self._blobs.get(path)
+        return None if data is None else len(data)
+
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         if path in self._blobs and not kwargs:
             return self._blobs[path][start:end]
@@ -175,29 +197,30 @@ class _PrefetchedFS:
 class _prefetched:
     """Context: an fsspec-backed reader whose blobs for ``records`` were fetched concurrently.
 
-    Only for remote filesystems (local reads are already fast) and readers
-    that expose ``fs`` and ``_path`` (the native reader)."""
+    Only for remote filesystems (local reads are already fast) and readers whose blobs are
+    files (capability ``blob-files``: ``fs`` and ``blob_path``)."""
 
     def __init__(self, reader: Reader, records: list[CheckpointRecord], read_data: bool,
                  blobs: Mapping[str, bytes] | None = None) -> None:
-        self.reader = reader
-        self.fs = getattr(reader, "fs", None)
+        self.reader = capability(reader, HasBlobFiles)
+        self.fs = self.reader.fs if self.reader is not None else None
         self.blobs = blobs if blobs is not None else fetch_blobs(reader, self.fs, records) if read_data else {}
 
     def __enter__(self) -> None:
-        if self.blobs:
+        if self.blobs and self.reader is not None:
             self.reader.fs = _PrefetchedFS(self.fs, self.blobs)
 
     def __exit__(self, *exc: object) -> None:
-        if self.blobs:
+        if self.blobs and self.reader is not None:
             self.reader.fs = self.fs
 
 
-def fetch_blobs(reader: Reader, fs: Any, records: list[CheckpointRecord]) -> dict[str, bytes]:
-    """The blobs ``records`` name, fetched from the reader's filesystem ``fs`` concurrently
-    with one multi-path ``cat`` (empty unless ``fs`` is remote). s3fs would send a HEAD
+def fetch_blobs(reader: Reader, fs: Any, records: list[CheckpointRecord],
+                ancestors: Iterable[CheckpointRecord] = ()) -> dict[str, bytes]:
+    """The blobs ``records`` (and ``ancestors``) name, fetched from the reader's filesystem ``fs``
+    concurrently with one multi-path ``cat`` (empty unless ``fs`` is remote). s3fs would send a HEAD
     before each GET (to split big objects into ranges); ``max_concurrency=1`` skips it."""
-    paths = _blob_paths(reader, records) if _is_remote(fs) else []
+    paths = _blob_paths(reader, itertools.chain(records, ancestors)) if _is_remote(fs) else []
     if not paths:
         return {}
     options = {"max_concurrency": 1} if "max_concurrency" in _parameters(fs._cat_file) else {}
@@ -223,9 +246,10 @@ def _is_remote(fs: Any) -> bool:
 
 
 def _blob_paths(reader: Reader, records: Iterable[CheckpointRecord]) -> list[str]:
-    path_of: Callable[[str], str] | None = getattr(reader, "_path", None)
-    if path_of is None:
+    files = capability(reader, HasBlobFiles)
+    if files is None:
         return []
+    path_of = files.blob_path
     paths = []
     for record in records:
         if record.location:
@@ -234,6 +258,42 @@ def _blob_paths(reader: Reader, records: Iterable[CheckpointRecord]) -> list[str
             except LastgoodError:
                 continue
     return list(dict.fromkeys(paths))
+
+
+def blob_fs(reader: Reader) -> Any:
+    """The filesystem of a reader whose blobs are files, else None."""
+    files = capability(reader, HasBlobFiles)
+    return files.fs if files is not None else None
+
+
+def remote_blob_files(reader: Reader) -> bool:
+    """Whether the reader's blobs are files on an object store (each read is a request)."""
+    return _is_remote(blob_fs(reader))
+
+
+class _Ancestors:
+    """The earlier checkpoints a chunk's incremental states are rebuilt from that earlier chunks
+    held (chunks come in step order; the worker checking this one may not have checked those, so
+    it would read them one by one). Only what the last chunk and its own ancestors hold: a
+    guess for fetching ahead, never needed for a correct check."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str, str], CheckpointRecord] = {}
+
+    def of(self, chunk: list[CheckpointRecord]) -> list[CheckpointRecord]:
+        inside = {(r.run_id, r.namespace, r.checkpoint_id) for r in chunk}
+        found: dict[tuple[str, str, str], CheckpointRecord] = {}
+        for record in chunk:
+            current: CheckpointRecord | None = record
+            while current is not None and current.kind == "incremental" and current.parent_id:
+                key = (current.run_id, current.namespace, current.parent_id)
+                if key in inside or key in found:
+                    break
+                current = self._known.get(key)
+                if current is not None:
+                    found[key] = current
+        self._known = {**found, **{(r.run_id, r.namespace, r.checkpoint_id): r for r in chunk}}
+        return list(found.values())
 
 
 def _strip(fs: Any, path: str) -> str:
@@ -245,13 +305,29 @@ def _strip(fs: Any, path: str) -> str:
 _local = threading.local()
 
 
-def check_chunk_remote(spec: ReaderSpec, records: list[CheckpointRecord], read_data: bool) -> ChunkResult:
-    """:func:`check_chunk` in a worker: the store is opened once per worker thread."""
+def check_chunk_remote(spec: ReaderSpec, records: list[CheckpointRecord], read_data: bool,
+                       ancestors: tuple[CheckpointRecord, ...] = ()) -> ChunkResult:
+    """:func:`check_chunk` in a worker: the store is opened once per worker thread. On an object
+    store at data depth the chunk is checked in parts, each next part fetched while one is checked
+    (the first with ``ancestors``: earlier checkpoints its incremental states are rebuilt from)."""
     readers: dict[ReaderSpec, Reader] = getattr(_local, "readers", None) or {}
     _local.readers = readers
     if spec not in readers:
         readers[spec] = spec.open()
-    return check_chunk(readers[spec], records, read_data)
+    reader = readers[spec]
+    if not read_data or not remote_blob_files(reader):
+        return check_chunk(reader, records, read_data)
+    parts = (records[i:i + FETCH_PART] for i in range(0, len(records), FETCH_PART))
+    return _merged(records, list(_fetch_ahead(reader, parts, None, ancestors)))
+
+
+def _merged(records: list[CheckpointRecord], results: list[ChunkResult]) -> ChunkResult:
+    merged = ChunkResult([r.checkpoint_id for r in records])
+    for result in results:
+        merged.findings.extend(result.findings)
+        merged.shapes.update(result.shapes)
+        merged.tensors.extend(result.tensors)
+    return merged
 
 
 def run_chunks(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_data: bool, *,
@@ -265,7 +341,7 @@ def run_chunks(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_da
         yield from _on_dask(ReaderSpec.of(reader), chunks, read_data, scheduler, cancel)
     elif workers > 1 or (background and read_data):
         yield from _on_processes(reader, chunks, read_data, workers, cancel)
-    elif read_data and _is_remote(getattr(reader, "fs", None)):
+    elif read_data and _is_remote(blob_fs(reader)):
         yield from _fetch_ahead(reader, chunks, cancel)
     else:
         for chunk in chunks:
@@ -275,15 +351,17 @@ def run_chunks(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read_da
 
 
 def _fetch_ahead(reader: Reader, chunks: Iterator[list[CheckpointRecord]],
-                 cancel: threading.Event | None) -> Iterator[ChunkResult]:
-    """In-process data check of an object store: the next chunk's blobs are fetched
-    (on a thread; fsspec's I/O loop does the waiting) while this chunk is checked."""
+                 cancel: threading.Event | None, ancestors: Iterable[CheckpointRecord] = ()
+                 ) -> Iterator[ChunkResult]:
+    """Data check of an object store: the next chunk's blobs are fetched (on a thread; fsspec's
+    I/O loop does the waiting) while this chunk is checked; the first fetch brings ``ancestors``'
+    blobs too."""
     from concurrent.futures import ThreadPoolExecutor
 
-    fs = reader.fs  # type: ignore[attr-defined]  # the real one: check_chunk swaps in a prefetched view
+    fs = blob_fs(reader)  # the real one: check_chunk swaps in a prefetched view
     with ThreadPoolExecutor(1, thread_name_prefix="lastgood-fetch") as pool:
         chunk = next(chunks, None)
-        fetching = pool.submit(fetch_blobs, reader, fs, chunk) if chunk else None
+        fetching = pool.submit(fetch_blobs, reader, fs, chunk, ancestors) if chunk else None
         while chunk is not None and fetching is not None:
             if cancel is not None and cancel.is_set():
                 fetching.cancel()
@@ -303,17 +381,19 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
 
     spec = ReaderSpec.of(reader)
     unfinished: dict[tuple[str, ...], list[CheckpointRecord]] = {}  # submitted, no result handed on yet
+    ancestors = _Ancestors() if read_data and remote_blob_files(reader) else None
 
     def submit(chunk: list[CheckpointRecord]) -> Any:
         unfinished[tuple(r.checkpoint_id for r in chunk)] = chunk
-        return pool.submit(check_chunk_remote, spec, chunk, read_data)
+        before = tuple(ancestors.of(chunk)) if ancestors is not None else ()
+        return pool.submit(check_chunk_remote, spec, chunk, read_data, before)
 
     # fork where there is one: workers start in milliseconds and need no importable __main__
     # (a script without the ``if __name__ == "__main__"`` guard, the dashboard); they only
     # open the store afresh and never touch the parent's index connection
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
-                             initializer=_init_worker) as pool:
+                             initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         try:
             for result in _bounded(submit, chunks, 2 * workers, cancel):
                 unfinished.pop(tuple(result.checkpoint_ids), None)
@@ -330,7 +410,7 @@ def _on_processes(reader: Reader, chunks: Iterator[list[CheckpointRecord]], read
         yield check_chunk(reader, chunk, read_data)
 
 
-def _init_worker() -> None:
+def _init_worker(parent: int | None = None) -> None:
     """Workers leave Ctrl-C to the parent, which stops handing out chunks and records whole ones.
     (Forked from a lowered-priority background thread, they inherit its nice value.)
 
@@ -341,7 +421,10 @@ def _init_worker() -> None:
     import gc
     import signal
 
+    from lastgood.processes import end_with_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_with_parent(parent)  # a killed `lastgood verify` leaves no worker holding the index
     gc.freeze()
     release_inherited_sockets()
 
@@ -392,7 +475,10 @@ def _on_dask(spec: ReaderSpec, chunks: Iterator[list[CheckpointRecord]], read_da
         raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     with client:
         in_flight = 2 * max(1, sum(client.nthreads().values()))
-        yield from _bounded(lambda chunk: client.submit(check_chunk_remote, spec, chunk, read_data, pure=False),
+        ancestors = _Ancestors()  # the workers' store may be remote: name each chunk's earlier links
+        yield from _bounded(lambda chunk: client.submit(check_chunk_remote, spec, chunk, read_data,
+                                                        tuple(ancestors.of(chunk)) if read_data else (),
+                                                        pure=False),
                             chunks, in_flight, cancel)
 
 

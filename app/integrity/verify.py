@@ -30,7 +30,10 @@ from lastgood.integrity.content import SPIKE_FACTOR, SPIKE_MIN_BYTES, SPIKE_MIN_
 from lastgood.errors import UsageError
 from lastgood.integrity.parallel import CHUNK, CHUNK_BYTES, MIN_PARALLEL_RECORDS, ChunkResult, default_workers, run_chunks
 from lastgood.integrity.parallel import reader_findings as reader_findings  # re-exported
-from lastgood.readers.base import CheckpointRecord, Finding, Reader, record_from_row
+from lastgood.index.tensors import record_tensors
+from lastgood.readers.base import (DAMAGED_STATUSES, Capability, CheckpointRecord, Finding, ListsCatalogStructure,
+                                   ListsStructure, Reader, TensorSummary, capabilities, capability, record_from_row,
+                                   sql_statuses)
 from lastgood.redact import redact_text
 
 Progress = Callable[[int, int | None], None]
@@ -107,7 +110,7 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
             on_findings(report.findings)
         if progress:
             progress(report.checked, total)
-        _finish(catalog, store_id, recorder, report)
+        _finish(catalog, store_id, recorder, report, reader)
         report.seconds = time.perf_counter() - started
         return report
     try:
@@ -125,11 +128,11 @@ def verify_store(catalog: Catalog, store_id: int, reader: Reader, *, read_data: 
                 progress(report.checked, total)
     except KeyboardInterrupt:
         report.cancelled = True
-        _finish(catalog, store_id, recorder, report)
+        _finish(catalog, store_id, recorder, report, reader)
         raise
     report.cancelled = bool(cancel is not None and cancel.is_set())
     if report.checked or not only_unverified:  # nothing new and nothing re-checked: nothing to re-derive
-        _finish(catalog, store_id, recorder, report)
+        _finish(catalog, store_id, recorder, report, reader)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -144,13 +147,13 @@ def _workers(workers: int | None, scheduler: str | None, depth: str, total: int)
     return workers
 
 
-def _finish(catalog: Catalog, store_id: int, recorder: _Recorder, report: VerifyReport) -> None:
+def _finish(catalog: Catalog, store_id: int, recorder: _Recorder, report: VerifyReport, reader: Reader) -> None:
     """Record the checked chunks, then the store-wide findings derived from them."""
     recorder.flush()
     if not recorder.recorded_any:
         return
     report.findings.extend(recorder.drift)
-    lineage = parent_findings(catalog, store_id)
+    lineage = parent_findings(catalog, store_id, shared_ids=not reader.ids_per_run)
     catalog.replace_lineage_findings(store_id, lineage)
     spikes = size_spike_findings(catalog, store_id)
     catalog.replace_content_findings(store_id, spikes)
@@ -166,6 +169,7 @@ class _Recorder:
         self.on_findings = on_findings  # also sees the drift found at each flush
         self.ids: list[str] = []
         self.findings: list[Finding] = []
+        self.tensors: list[TensorSummary] = []
         self.shapes: dict[str, Shape] = {}
         self.records: list[CheckpointRecord] = []
         self.drift: list[Finding] = []
@@ -175,6 +179,7 @@ class _Recorder:
     def add(self, result: ChunkResult) -> None:
         self.ids.extend(result.checkpoint_ids)
         self.findings.extend(result.findings)
+        self.tensors.extend(result.tensors)
         self.shapes.update(result.shapes)
         if time.monotonic() - self.last_flush > FLUSH_SECONDS:
             self.flush()
@@ -187,8 +192,9 @@ class _Recorder:
         if drift and self.on_findings:
             self.on_findings(drift)
         self.catalog.record_findings(self.store_id, self.ids, self.findings + drift, self.depth)
+        record_tensors(self.catalog, self.store_id, self.tensors)
         self.recorded_any = True
-        self.ids, self.findings = [], []
+        self.ids, self.findings, self.tensors = [], [], []
         if len(self.shapes) > SHAPES_KEPT:  # neighbours across flushes still compare, memory stays bounded
             self.shapes = {}
         self.last_flush = time.monotonic()
@@ -314,8 +320,10 @@ def _record_listed(catalog: Catalog, store_id: int, reader: Reader, selection: _
     ``listed_structure`` gives their findings, recorded by one SQL predicate (no keys
     fetched from the index or sent back). Without ``blob_walk``, ``listed_catalog_structure``
     (catalog-level checks only) when the reader has it: recorded as ``verified = 'catalog'``."""
-    catalog_only = getattr(reader, "listed_catalog_structure", None) if not blob_walk else None
-    listed = catalog_only or getattr(reader, "listed_structure", None)
+    catalog_reader = capability(reader, ListsCatalogStructure) if not blob_walk else None
+    catalog_only = catalog_reader.listed_catalog_structure if catalog_reader else None
+    full_reader = capability(reader, ListsStructure)
+    listed = catalog_only or (full_reader.listed_structure if full_reader else None)
     if selection.depth != "structure" or selection.subset or not total or listed is None:
         return False
     answer = listed(catalog.scan_token(store_id))
@@ -330,7 +338,7 @@ def _record_listed(catalog: Catalog, store_id: int, reader: Reader, selection: _
 
 def _set_based(reader: Reader, depth: str) -> bool:
     """Readers with ``check_structure(keys)`` check structure in a few set-based queries."""
-    return depth == "structure" and callable(getattr(reader, "check_structure", None))
+    return depth == "structure" and Capability.SET_STRUCTURE in capabilities(reader)
 
 
 def _key_chunk(catalog: Catalog, store_id: int, selection: _Selection) -> Iterator[list[CheckpointRecord]]:
@@ -351,30 +359,34 @@ def _record(row: dict) -> CheckpointRecord:
 
 
 def ordered_records(catalog: Catalog, store_id: int, checkpoint_ids: list[str]) -> list[CheckpointRecord]:
-    """The runs of these checkpoints, every checkpoint in step order (neighbours for drift)."""
+    """The runs of these checkpoints, every checkpoint in step order with its parent (for drift)."""
     if not checkpoint_ids:
         return []
     with catalog.connect() as con:
-        cur = con.execute("""SELECT run_id, namespace, checkpoint_id FROM checkpoints
+        cur = con.execute("""SELECT run_id, namespace, checkpoint_id, parent_id FROM checkpoints
             WHERE store_id = $sid AND (run_id, namespace) IN (SELECT (run_id, namespace) FROM checkpoints
                   WHERE store_id = $sid AND checkpoint_id IN (SELECT unnest($ids::VARCHAR[])))
             ORDER BY run_id, namespace, step, created_at, checkpoint_id""",
                           {"sid": store_id, "ids": checkpoint_ids})
-        return [CheckpointRecord(run_id=r, namespace=ns, checkpoint_id=c) for r, ns, c in cur.fetchall()]
+        return [CheckpointRecord(run_id=r, namespace=ns, checkpoint_id=c, parent_id=p)
+                for r, ns, c, p in cur.fetchall()]
 
 
 # ---- store-wide findings --------------------------------------------------------------
 
-def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
-    """Parent cycles, parents missing from the store, and incremental checkpoints built on damage.
+def parent_findings(catalog: Catalog, store_id: int, shared_ids: bool = True) -> list[Finding]:
+    """Parent cycles, parents missing from the store, and incremental checkpoints built on damage;
+    with ``shared_ids``, a warning on ids used in several runs (not for formats whose ids are only
+    unique within a run: ``Reader.ids_per_run``).
 
     One join of every edge first: a store with no parent missing, no edge that goes back in
     time and nothing damaged (the usual case) needs neither the cycle walk nor the lineage query."""
     from lastgood.index.queries import duplicate_id_findings  # same id in several runs (RUN/ID)
 
     missing, backwards, damaged = _edge_counts(catalog, store_id)
+    duplicates = duplicate_id_findings(catalog, store_id) if shared_ids else []
     if not (missing or backwards or damaged):
-        return duplicate_id_findings(catalog, store_id)
+        return duplicates
     cycles = _cycle_findings(catalog, store_id) if backwards else []
     with catalog.connect() as con:
         params = {"sid": store_id, "parent_missing": str(Check.PARENT_MISSING),
@@ -390,15 +402,15 @@ def parent_findings(catalog: Catalog, store_id: int) -> list[Finding]:
         else:
             message = f"incremental chain broken: parent {parent} is damaged"
             findings.append(Finding(Check.CHAIN_BROKEN, "error", message, run_id, namespace, cid))
-    return findings + duplicate_id_findings(catalog, store_id)
+    return findings + duplicates
 
 
 # parents missing, edges whose parent is not strictly earlier (a cycle needs one), and whether
 # anything is damaged (a finding at error, or a listed status) — the inputs of the lineage query
-_DAMAGED_SQL = """(SELECT EXISTS (SELECT 1 FROM findings WHERE store_id = $sid AND severity = 'error'
+_DAMAGED_SQL = f"""(SELECT EXISTS (SELECT 1 FROM findings WHERE store_id = $sid AND severity = 'error'
                        AND depth <> 'lineage' AND checkpoint_id IS NOT NULL)
             OR EXISTS (SELECT 1 FROM checkpoints WHERE store_id = $sid
-                       AND listed_status IN ('corrupt', 'incomplete')))"""
+                       AND listed_status IN {sql_statuses(*DAMAGED_STATUSES)}))"""
 _EDGE_COUNTS_SQL = f"""
 SELECT count(*) FILTER (WHERE p.checkpoint_id IS NULL),
        count(*) FILTER (WHERE p.checkpoint_id IS NOT NULL AND NOT coalesce(p.step < c.step, false)
@@ -420,12 +432,12 @@ def _edge_counts(catalog: Catalog, store_id: int) -> tuple[int, int, bool]:
     return int(missing or 0), int(backwards or 0), bool(damaged)
 
 
-_LINEAGE_SQL = """
+_LINEAGE_SQL = f"""
 WITH RECURSIVE damaged AS (
     SELECT DISTINCT checkpoint_id FROM findings
     WHERE store_id = $sid AND severity = 'error' AND depth <> 'lineage' AND checkpoint_id IS NOT NULL
     UNION SELECT checkpoint_id FROM checkpoints
-    WHERE store_id = $sid AND listed_status IN ('corrupt', 'incomplete')
+    WHERE store_id = $sid AND listed_status IN {sql_statuses(*DAMAGED_STATUSES)}
     UNION SELECT unnest($cycle_ids::VARCHAR[])
 ),
 bad(run_id, namespace, checkpoint_id, parent_id, kind, parent_state) AS (

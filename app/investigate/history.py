@@ -23,10 +23,9 @@ from lastgood.investigate.predicate import MISSING, Predicate, resolve_pointer
 from lastgood.investigate.predicate_sql import SqlPredicate
 from lastgood.investigate.predicate_sql import evaluate as evaluate_sql
 from lastgood.index.queries import resolve_checkpoint
-from lastgood.readers.base import CheckpointRecord, record_from_row
-from lastgood.readers.langgraph.serde import shared_decoding
+from lastgood.readers.base import CheckpointRecord, Status, record_from_row
 from lastgood.redact import MASK, is_secret_key, redact, redact_text
-from lastgood.stores import OpenStore
+from lastgood.index.store import OpenStore
 
 STATE_CACHE_SIZE = 8
 BISECT_PROBES = 8
@@ -56,7 +55,7 @@ class StateLoader:
 
 def load_state(store: OpenStore, record: CheckpointRecord) -> Any:
     """The decoded (not yet redacted) state; ReaderError when it has none."""
-    if record.status == "incomplete":
+    if record.status == Status.INCOMPLETE:
         reason = record.status_reason or "the save never completed"
         raise ReaderError(f"checkpoint {record.checkpoint_id} has no state: {reason}")
     return store.reader.load_state(record)
@@ -102,7 +101,8 @@ def diff_checkpoints(catalog: Catalog, store_a: OpenStore, ref_a: str, ref_b: st
 def diff_records(store_a: OpenStore, record_a: CheckpointRecord, store_b: OpenStore,
                  record_b: CheckpointRecord) -> tuple[DiffResult, dict[str, Any], dict[str, Any]]:
     """:func:`diff_checkpoints` of two checkpoints already resolved."""
-    with shared_decoding():  # messages both states hold decode once, as one object the diff skips
+    # what both states hold decodes once, as one object the diff skips (a reader that can share)
+    with store_a.reader.decoding_together(), store_b.reader.decoding_together():
         state_a, state_b = load_state(store_a, record_a), load_state(store_b, record_b)
     result = diff_states(state_a, state_b)
     return result, checkpoint_label(store_a, record_a), checkpoint_label(store_b, record_b)

@@ -10,8 +10,8 @@ from lastgood.index import queries
 from lastgood.index.catalog import Catalog
 from lastgood.errors import CheckpointNotFound, DecodeError, LastgoodError
 from lastgood.redact import redact
-from lastgood.stores import OpenStore
-from lastgood.readers.base import CheckpointRecord
+from lastgood.index.store import OpenStore
+from lastgood.readers.base import Capability, CheckpointRecord, HasTensors, Status, capabilities, capability
 from lastgood.integrity.verify import store_findings
 
 
@@ -24,13 +24,38 @@ def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, A
         "state": state,
         "pending_writes": pending_writes(store, record),
         "findings": store_findings(catalog, store.store_id, checkpoint_id=record.checkpoint_id),
-        "events": redact(queries.events(catalog, store.store_id, checkpoint_id=record.checkpoint_id)
-                         .to_dict(orient="records")),
+        "events": redact(queries.checkpoint_events(catalog, store.store_id, record.run_id, record.namespace,
+                                                   record.checkpoint_id)),
         "head": queries.head_of(catalog, store.store_id, record.run_id, record.namespace),
     }
+    if Capability.TENSORS in capabilities(store.reader):
+        result["tensors"] = _tensors(catalog, store, record)
     if error:
         result["state_error"] = error
-    return result
+    return _redact_small_parts(result)
+
+
+def _redact_small_parts(result: dict[str, Any]) -> dict[str, Any]:
+    """Every part redacted; the state, events, fields and writes already are (redacting a
+    10,000-message state a second time cost more than reading it), so the rest is done here."""
+    done = ("checkpoint", "state", "pending_writes", "events")
+    return {key: value if key in done else redact(value) for key, value in result.items()}
+
+
+def _tensors(catalog: Catalog, store: OpenStore, record: CheckpointRecord) -> list[dict[str, Any]]:
+    """A training checkpoint's tensors: name, dtype, shape, size from its headers, with the
+    statistics a full read stored (NaN/Inf counts, min, max, mean, std, norm; empty before one)."""
+    from lastgood.index.tensors import tensor_stats
+
+    stats = {row["name"]: row for row in tensor_stats(catalog, store.store_id, record.run_id,
+                                                      record.namespace, record.checkpoint_id)}
+    try:
+        entries = capability(store.reader, HasTensors).tensors(record)  # type: ignore[union-attr]
+    except (DecodeError, LastgoodError):
+        entries = []
+    return [{"name": e.name, "dtype": e.dtype, "shape": list(e.shape), "nbytes": e.nbytes,
+             **{k: v for k, v in stats.get(e.name, {}).items() if k not in ("name", "dtype", "shape")}}
+            for e in entries]
 
 
 def _fields(catalog: Catalog, store_id: int, record: CheckpointRecord) -> dict[str, Any]:
@@ -42,7 +67,7 @@ def _fields(catalog: Catalog, store_id: int, record: CheckpointRecord) -> dict[s
 
 def load_state_safely(store: OpenStore, record: CheckpointRecord) -> tuple[Any, str | None]:
     """(redacted state, None) or (None, the reason it cannot be shown)."""
-    if record.status == "incomplete":
+    if record.status == Status.INCOMPLETE:
         return None, record.status_reason or "the save never completed"
     try:
         return redact(store.reader.load_state(record)), None
@@ -69,8 +94,8 @@ def checkpoint_view(catalog: Catalog, store_id: int, ref: str,
     except (LastgoodError, OSError) as exc:
         reason = f"the store cannot be opened: {exc}"
     record = queries.resolve_checkpoint(catalog, store_id, ref)
-    events = queries.events(catalog, store_id, checkpoint_id=record.checkpoint_id)
+    events = queries.checkpoint_events(catalog, store_id, record.run_id, record.namespace, record.checkpoint_id)
     return {"checkpoint": _fields(catalog, store_id, record), "state": None,
             "pending_writes": [], "findings": store_findings(catalog, store_id, checkpoint_id=record.checkpoint_id),
-            "events": redact(events.to_dict(orient="records")), "state_error": redact(reason),
+            "events": redact(events), "state_error": redact(reason),
             "head": queries.head_of(catalog, store_id, record.run_id, record.namespace)}

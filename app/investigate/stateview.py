@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lastgood.cli.output import dumps
@@ -20,32 +21,48 @@ ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assis
          "system": "system", "tool": "tool", "function": "tool"}
 
 
-def find_conversation(state: Any, depth: int = 3) -> tuple[list[str], list[dict[str, Any]]]:
-    """(path, messages) of the first ``messages`` list of chat messages within ``depth`` levels."""
+Normalize = Callable[[Any], "dict[str, Any] | None"]
+
+
+def find_conversation(state: Any, depth: int = 3, normalize: Normalize | None = None
+                      ) -> tuple[list[str], list[dict[str, Any]]]:
+    """(path, messages) of the first ``messages`` list of chat messages within ``depth`` levels.
+    ``normalize``: the store's reader's own message shape made plain (capability ``messages``:
+    Responses-API items, ADK events…); without it, ``{role, content}`` dicts are messages."""
     if not isinstance(state, dict) or depth == 0:
         return [], []
-    found = conversation(state.get("messages"))
+    found = conversation(state.get("messages"), normalize)
     if found:
         return ["messages"], found
     for key, value in state.items():
-        path, found = find_conversation(value, depth - 1)
+        path, found = find_conversation(value, depth - 1, normalize)
         if found:
             return [key, *path], found
     return [], []
 
 
-def conversation(messages: Any) -> list[dict[str, Any]]:
+def conversation(messages: Any, normalize: Normalize | None = None) -> list[dict[str, Any]]:
     """[{role, content, tool_calls}] when ``messages`` is a list of chat messages, else []."""
     if not isinstance(messages, list) or not messages:
         return []
     out = []
     for m in messages:
+        plain = normalize(m) if normalize is not None and isinstance(m, dict) else None
+        m = plain if plain is not None else m
         if not isinstance(m, dict) or "content" not in m:
             return []
         role = m.get("role") or m.get("type") or "assistant"
         out.append({"role": ROLES.get(str(role).lower(), str(role)), "content": m["content"],
                     "tool_calls": m.get("tool_calls") or []})
     return out
+
+
+def message_normalizer(reader: Any) -> Normalize | None:
+    """The reader's ``normalize_message`` when it offers the capability, else None."""
+    from lastgood.readers.base import NormalizesMessages, capability
+
+    messages = capability(reader, NormalizesMessages)
+    return messages.normalize_message if messages is not None else None
 
 
 def get_path(state: Any, path: list[str]) -> Any:

@@ -13,34 +13,30 @@ head is loaded back through the format's own API and a failed check is
 journaled. Statuses (quarantined, superseded) are derived from the journal
 and copied into the index by :func:`sync_marks`.
 
-Format-neutral: a reader offers writes through ``reader.recovery()``
-(a ``lastgood.readers.journal.RecoveryBackend``); built-in formats are mapped below.
+Format-neutral: a reader offers writes through ``reader.recovery()`` (capability ``recovery``:
+a ``lastgood.readers.journal.RecoveryBackend``). This module plans; ``apply`` commits a plan,
+``effects`` lists what a restore does not undo, ``report`` reads the journal.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from lastgood.index import attached
 from lastgood.readers import journal as jr
+from lastgood.checks import Check
 from lastgood.index import queries
-from lastgood.index.catalog import Catalog, _apply_error_statuses
+from lastgood.index.catalog import Catalog
 from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, NothingToDo, UsageError
-from lastgood.readers.base import CheckpointRecord
-from lastgood.stores import OpenStore
+from lastgood.readers.base import (Capability, CheckpointRecord, Recoverable, Status, capabilities, capability,
+                                   sql_statuses)
+from lastgood.index.marks import lost_entries
+from lastgood.index.store import OpenStore
+from lastgood.recovery.effects import side_effects
 
-BACKENDS: dict[str, str] = {
-    "native": "lastgood.readers.native.recovery:NativeRecovery",
-    "langgraph-sqlite": "lastgood.readers.langgraph.recovery:SqliteRecovery",
-    "langgraph-postgres": "lastgood.readers.langgraph.recovery:PostgresRecovery",
-}
-REFUSED_WITHOUT_FORCE = ("quarantined", "corrupt")
+REFUSED_WITHOUT_FORCE = (Status.QUARANTINED, Status.CORRUPT)
 MAX_DIFF_CHANGES = 200
-MAX_EFFECT_CHECKPOINTS = 500
-SIDE_EFFECT_CHANNELS = {"__interrupt__": "interrupt", "__resume__": "resume", "__error__": "error"}
 
 
 @dataclass
@@ -86,21 +82,21 @@ class Plan:
 
 
 def backend(store: OpenStore) -> jr.RecoveryBackend:
-    """The reader's recovery capability (``reader.recovery()``), or a UsageError."""
-    own = getattr(store.reader, "recovery", None)
-    if callable(own):
-        return own()
-    spec = BACKENDS.get(store.reader.name)
-    if spec is None:
-        raise UsageError(f"the {store.reader.name} reader cannot write: recovery is not available "
-                         "for this store format")
-    module, name = spec.split(":")
-    cls = getattr(importlib.import_module(module), name)
-    return cls(store.reader.url, store.reader.storage_options)
+    """The reader's recovery capability (``reader.recovery()``), or a UsageError saying why not."""
+    writer = capability(store.reader, Recoverable)
+    if writer is None:
+        raise UsageError(read_only_reason(store))
+    return writer.recovery()
 
 
 def can_write(store: OpenStore) -> bool:
-    return callable(getattr(store.reader, "recovery", None)) or store.reader.name in BACKENDS
+    return Capability.RECOVERY in capabilities(store.reader)
+
+
+def read_only_reason(store: OpenStore) -> str:
+    """Why this store offers no write actions (shown on disabled buttons and in CLI errors)."""
+    reason = store.reader.read_only_reason or "recovery is not available for this store format"
+    return f"the {store.reader.name} reader cannot write: {reason}"
 
 
 # ---- planning ------------------------------------------------------------------------
@@ -114,13 +110,14 @@ def plan_restore(catalog: Catalog, store: OpenStore, ref: str, *, force: bool = 
         raise UsageError(f"checkpoint {record.checkpoint_id} belongs to run {record.run_id!r}, "
                          f"not {run_id!r}")
     _refuse_bad_target(record, force)
+    _refuse_unsafe_target(catalog, store, record)
     head = backend(store).head(record.run_id, record.namespace)
     later = _later_checkpoints(catalog, store.store_id, record)
     plan = Plan("rollback" if rollback else "restore", record.run_id, record.namespace,
                 record.checkpoint_id, head, restore_from=record.checkpoint_id,
                 target_status=record.status, target_fields=_fields(record))
     if rollback:
-        plan.superseded = [r.checkpoint_id for r in later if r.status != "superseded"]
+        plan.superseded = [r.checkpoint_id for r in later if r.status != Status.SUPERSEDED]
         plan.marks["supersede"] = list(plan.superseded)
     if head == record.checkpoint_id and not plan.superseded:
         raise NothingToDo(f"{record.checkpoint_id} is already the head of run {record.run_id!r}: "
@@ -155,7 +152,7 @@ def plan_quarantine(catalog: Catalog, store: OpenStore, ref: str, *, release: bo
     entries = backend(store).journal_entries()
     marks = jr.fold_marks(entries)
     current = marks.get((record.run_id, record.namespace, record.checkpoint_id))
-    quarantined = current is not None and current.status == "quarantined"
+    quarantined = current is not None and current.status == Status.QUARANTINED
     if release and not quarantined:
         raise UsageError(f"{record.checkpoint_id} is not quarantined: nothing to release")
     if not release and quarantined:
@@ -171,12 +168,16 @@ def plan_quarantine(catalog: Catalog, store: OpenStore, ref: str, *, release: bo
     return _warn_broken_journal(store, plan, entries, catalog)
 
 
-def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
-    """Undo an earlier action: move the head back and invert its marks."""
+def plan_undo(catalog: Catalog, store: OpenStore, action_id: str, *, force: bool = False) -> Plan:
+    """Undo an earlier action: move the head back and invert its marks. The head it moves back to
+    is refused as a restore target would be (quarantined or corrupt since: ``force``)."""
     entries = backend(store).journal_entries()
     original = _find_action(entries, action_id)
     if original.get("action") == "check-failed":
         raise UsageError(f"{original['id']} records a failed check; there is nothing to undo")
+    if original.get("action") == "prune" or (original.get("note") or {}).get("retention"):
+        raise UsageError(f"{original['id']} is a prune (or its undo): lastgood.retention undoes prunes "
+                         "(`lastgood undo STORE ACTION` does it)")
     _refuse_undone(entries, str(original["id"]))
     run, ns = str(original.get("run_id")), str(original.get("namespace") or "")
     head = backend(store).head(run, ns)
@@ -191,7 +192,12 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str) -> Plan:
                 restore_from=restore_from, undo_of=str(original["id"]),
                 marks=inverse)
     if restore_from:
-        record = queries.resolve_checkpoint(catalog, store.store_id, restore_from)
+        record = queries.resolve_checkpoint(catalog, store.store_id, f"{run}/{restore_from}@{ns}")
+        _refuse_bad_target(record, force)
+        _refuse_unsafe_target(catalog, store, record)
+        if record.status in REFUSED_WITHOUT_FORCE:
+            plan.warnings.append(f"the checkpoint this undo restores is {record.status} "
+                                 f"({record.status_reason}); forced")
         plan.target_status, plan.target_fields = record.status, _fields(record)
         _preview(catalog, store, plan, record, [])
     return _warn_broken_journal(store, plan, entries, catalog)
@@ -235,7 +241,7 @@ def _refuse_stacked_marks(entries: list[dict[str, Any]], run: str, ns: str,
 
     def quarantined(cid: str) -> bool:
         mark = current.get((run, ns, cid))
-        return mark is not None and mark.status == "quarantined"
+        return mark is not None and mark.status == Status.QUARANTINED
     stacked = [c for c in inverse.get("quarantine", []) if quarantined(c)]
     if stacked:
         raise UsageError(f"{stacked[0]} is already quarantined (by a later action): undo or release that first")
@@ -260,8 +266,23 @@ def _find_action(entries: list[dict[str, Any]], action_id: str) -> dict[str, Any
     return found[0]
 
 
+# findings that make a checkpoint never a restore target, forced or not: its payload would run code
+# when the agent resumes (a pickle, a type that names a class to import), or is of a kind nothing can
+# read back (an unknown codec) — a copy of it would break the run's history for the format's own API
+SECURITY_CHECKS = frozenset({Check.PICKLE_PAYLOAD, Check.SUSPICIOUS_TYPE, Check.UNKNOWN_CODEC, Check.UNSAFE_PICKLE})
+
+
+def _refuse_unsafe_target(catalog: Catalog, store: OpenStore, record: CheckpointRecord) -> None:
+    found = [f for f in queries.findings(catalog, store.store_id, checkpoint_id=record.checkpoint_id)
+             if f["check"] in SECURITY_CHECKS and f["run_id"] == record.run_id
+             and (f["namespace"] or "") == record.namespace]
+    if found:
+        raise UsageError(f"{record.checkpoint_id} can never be restored, forced or not: {found[0]['check']} "
+                         f"({found[0]['message']}); nothing was written")
+
+
 def _refuse_bad_target(record: CheckpointRecord, force: bool) -> None:
-    if record.status == "incomplete":
+    if record.status == Status.INCOMPLETE:
         raise UsageError(f"{record.checkpoint_id} is incomplete (its save never committed): "
                          "it cannot be restored")
     if record.status in REFUSED_WITHOUT_FORCE and not force:
@@ -271,8 +292,8 @@ def _refuse_bad_target(record: CheckpointRecord, force: bool) -> None:
 
 def _later_checkpoints(catalog: Catalog, store_id: int, record: CheckpointRecord) -> list[CheckpointRecord]:
     with catalog.connect() as con:
-        cur = con.execute("""SELECT * FROM checkpoints WHERE store_id = $sid AND run_id = $run
-            AND namespace = $ns AND checkpoint_id <> $cid AND status <> 'incomplete'
+        cur = con.execute(f"""SELECT * FROM checkpoints WHERE store_id = $sid AND run_id = $run
+            AND namespace = $ns AND checkpoint_id <> $cid AND status <> {sql_statuses(Status.INCOMPLETE)}
             AND (created_at, checkpoint_id) > ($at, $cid)
             ORDER BY created_at, checkpoint_id""",
                           {"sid": store_id, "run": record.run_id, "ns": record.namespace,
@@ -320,325 +341,3 @@ def _diff_head_to_target(catalog: Catalog, store: OpenStore, plan: Plan,
     if len(changes) > MAX_DIFF_CHANGES:
         data["changes"], data["truncated"] = changes[:MAX_DIFF_CHANGES], len(changes)
     return data
-
-
-def side_effects(catalog: Catalog, store: OpenStore, target: CheckpointRecord,
-                 later: list[CheckpointRecord], warnings: list[str]) -> list[dict[str, Any]]:
-    """What happened in the world after ``target`` (tool calls, interrupts, events):
-    a restore rewinds the state, not these."""
-    scanned = [target, *later][:MAX_EFFECT_CHECKPOINTS]
-    if len(later) + 1 > MAX_EFFECT_CHECKPOINTS:
-        warnings.append(f"side effects listed for the first {MAX_EFFECT_CHECKPOINTS} checkpoints "
-                        f"after the target only ({len(later) + 1} in all)")
-    effects: list[dict[str, Any]] = []
-    for record in scanned:
-        effects.extend(_write_effects(store, record))
-        effects.extend(_metadata_effects(record, record is target))
-    events = queries.events(catalog, store.store_id, run_id=target.run_id)
-    ids = {r.checkpoint_id for r in scanned}
-    for row in events.to_dict(orient="records"):
-        if row.get("checkpoint_id") in ids and row.get("checkpoint_id") != target.checkpoint_id:
-            effects.append({"checkpoint_id": row["checkpoint_id"], "kind": f"event:{row.get('kind')}",
-                            "detail": row.get("message")})
-    from lastgood.redact import redact
-
-    return redact(_dedupe(effects))
-
-
-def _write_effects(store: OpenStore, record: CheckpointRecord) -> list[dict[str, Any]]:
-    try:
-        writes = store.reader.pending_writes(record)
-    except DecodeError:
-        return []
-    effects = []
-    for write in writes:
-        if write.channel in SIDE_EFFECT_CHANNELS:
-            effects.append({"checkpoint_id": record.checkpoint_id,
-                            "kind": SIDE_EFFECT_CHANNELS[write.channel],
-                            "task_id": write.task_id, "detail": _short(write.value)})
-            continue
-        for message in _messages(write.value):
-            effects.extend(_message_effects(record.checkpoint_id, write.task_id, message))
-    return effects
-
-
-def _message_effects(checkpoint_id: str, task_id: str, message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for call in message.get("tool_calls") or []:
-        if isinstance(call, Mapping):
-            out.append({"checkpoint_id": checkpoint_id, "kind": "tool_call", "task_id": task_id,
-                        "tool": call.get("name"), "call_id": call.get("id"),
-                        "detail": _short(call.get("args"))})
-    if message.get("role") == "tool":
-        out.append({"checkpoint_id": checkpoint_id, "kind": "tool_result", "task_id": task_id,
-                    "tool": message.get("name"), "call_id": message.get("tool_call_id"),
-                    "detail": _short(message.get("content"))})
-    return out
-
-
-def _messages(value: Any) -> list[Mapping[str, Any]]:
-    from lastgood.readers.langgraph.serde import normalize_message
-
-    items = value if isinstance(value, list) else [value]
-    found = []
-    for item in items:
-        message = normalize_message(item) if isinstance(item, dict) else None
-        if message is None and isinstance(item, dict) and "role" in item:
-            message = item
-        if message is not None:
-            found.append(message)
-    return found
-
-
-def _metadata_effects(record: CheckpointRecord, is_target: bool) -> list[dict[str, Any]]:
-    """Native stores: an agent's own notes of external actions in checkpoint metadata."""
-    if is_target or store_kind(record) != "native":
-        return []
-    meta = dict(record.metadata or {})
-    meta.pop("event", None)
-    actions = meta.get("side_effects") or meta.get("tool_calls") or meta.get("actions")
-    if not actions:
-        return []
-    return [{"checkpoint_id": record.checkpoint_id, "kind": "metadata", "detail": _short(actions)}]
-
-
-def store_kind(record: CheckpointRecord) -> str:
-    return "native" if record.location else "langgraph"
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else jr.canonical(value).decode(errors="replace")
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _dedupe(effects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen, out = set(), []
-    for effect in effects:
-        key = jr.digest(effect)
-        if key not in seen:
-            seen.add(key)
-            out.append(effect)
-    return out
-
-
-# ---- applying -----------------------------------------------------------------------------
-
-
-@dataclass
-class ActionResult:
-    action_id: str
-    action: str
-    run_id: str
-    namespace: str
-    target: str | None
-    previous_head: str | None
-    new_head: str | None
-    superseded: list[str]
-    undo_of: str | None
-    check: dict[str, Any] | None
-    dry_run: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def apply_plan(catalog: Catalog, store: OpenStore, plan: Plan, *, reason: str, operator: str,
-               expected_head: str | None = None, refresh: bool = True) -> ActionResult:
-    """Commit the plan atomically; ConflictError (nothing written) when the head moved."""
-    if not reason or not reason.strip():
-        raise UsageError("a reason is required (--reason TEXT)")
-    expected = plan.expected_head if expected_head is None else expected_head
-    entry = _entry(plan, reason.strip(), operator, expected)
-    writer = backend(store)
-    change = jr.Change(plan.run_id, plan.namespace, expected, plan.restore_from, entry,
-                       plan.target_fields)
-    sealed = writer.commit(change)
-    check = _check(store, writer, plan, sealed)
-    if refresh:
-        refresh_index(catalog, store)
-    return ActionResult(str(sealed["id"]), plan.action, plan.run_id, plan.namespace, plan.target,
-                        sealed.get("previous_head"), sealed.get("new_head"), plan.superseded,
-                        plan.undo_of, check)
-
-
-def _entry(plan: Plan, reason: str, operator: str, expected: str | None) -> dict[str, Any]:
-    return {"id": jr.new_action_id(), "time": jr.now_iso(), "operator": operator,
-            "action": plan.action, "reason": reason, "run_id": plan.run_id,
-            "namespace": plan.namespace, "target": plan.target, "previous_head": expected,
-            "superseded": plan.superseded, "undo_of": plan.undo_of, "plan_digest": plan.digest,
-            "marks": plan.marks, "note": {"restored_from": plan.restore_from}}
-
-
-def _check(store: OpenStore, writer: jr.RecoveryBackend, plan: Plan,
-           sealed: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Load the new head through the format's own API; journal a failure."""
-    if not plan.restore_from:
-        return None
-    try:
-        expected_state = _target_state(store, plan)
-        result = writer.check_head(plan.run_id, plan.namespace, plan.restore_from, expected_state)
-    except DecodeError as exc:
-        result = jr.HeadCheck(False, f"the target's state does not load any more: {exc}")
-    if not result.ok:
-        writer.append({"id": jr.new_action_id(), "time": jr.now_iso(), "operator": sealed["operator"],
-                       "action": "check-failed", "reason": result.message, "run_id": plan.run_id,
-                       "namespace": plan.namespace, "target": sealed.get("new_head"),
-                       "previous_head": sealed.get("new_head"), "new_head": sealed.get("new_head"),
-                       "superseded": [], "undo_of": None, "plan_digest": None,
-                       "marks": jr.empty_marks(), "note": {"checks": sealed["id"]}})
-    return {"ok": result.ok, "message": result.message}
-
-
-def _target_state(store: OpenStore, plan: Plan) -> Any:
-    """The target's state through the reader (file stores; a database checks itself)."""
-    if not plan.target_fields.get("location"):
-        return None
-    fields = {k: v for k, v in plan.target_fields.items() if k != "status"}
-    return store.reader.load_state(CheckpointRecord(run_id=plan.run_id, namespace=plan.namespace,
-                                                    **fields))
-
-
-def refresh_index(catalog: Catalog, store: OpenStore) -> None:
-    """Re-list the store so ``ls`` shows the new head and the marks."""
-    from lastgood.stores import index_store
-
-    fresh = index_store(catalog, store.url, reader_name=store.reader.name, check="none")
-    fresh.store.reader.close()  # index_store copies the journal's marks (sync_marks)
-
-
-# ---- the journal, read -----------------------------------------------------------------------
-
-
-def journal_report(store: OpenStore, run_id: str | None = None, action: str | None = None,
-                   catalog: Catalog | None = None) -> dict[str, Any]:
-    """``{chain_ok, actions: [...]}`` (+ problems and interrupted actions); with the ``catalog``
-    that indexed the store, entries lost from the journal's end are problems too."""
-    writer = backend(store)
-    entries = writer.journal_entries()
-    chain = journal_chain(store, entries, catalog)
-    shown = [e for e in entries if (run_id is None or e.get("run_id") == run_id)
-             and (action is None or e.get("action") == action)]
-    pending = getattr(writer, "pending", lambda: [])()
-    from lastgood.redact import redact  # a reason typed by an operator may quote a secret
-
-    return {"chain_ok": chain.ok, "entries": chain.entries, "problems": chain.problems,
-            "actions": redact(shown), "pending": redact(pending)}
-
-
-def sync_marks(catalog: Catalog, store: OpenStore) -> int:
-    """Copy the journal's marks into the index statuses; returns how many are marked."""
-    if not can_write(store):
-        return 0
-    try:
-        entries = backend(store).journal_entries()
-    except (OSError, DecodeError):
-        return 0
-    marks = jr.fold_marks(entries)
-    with catalog.connect() as con:
-        _remember_tip(con, store.store_id, entries)
-        had = con.execute("""SELECT count(*) FROM checkpoints WHERE store_id = ?
-            AND status IN ('quarantined', 'superseded')""", [store.store_id]).fetchone()[0]
-        if not marks and not had and not entries:
-            return 0
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if marks:  # marks are per checkpoint: an attached part's rows become the table's
-                attached.materialize(con, store.store_id)
-            con.execute("""UPDATE checkpoint_rows SET status = listed_status, status_reason = listed_reason
-                WHERE store_id = ? AND status IN ('quarantined', 'superseded')""", [store.store_id])
-            _write_marks(con, store.store_id, marks)
-            _apply_error_statuses(con, store.store_id)
-            _mirror_journal(con, store.store_id, entries)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    return len(marks)
-
-
-def _write_marks(con: Any, store_id: int, marks: Mapping[jr.MarkKey, jr.Mark]) -> None:
-    if not marks:
-        return
-    import pyarrow as pa
-
-    keys = list(marks)
-    table = pa.table({"run_id": [k[0] for k in keys], "namespace": [k[1] for k in keys],
-                      "checkpoint_id": [k[2] for k in keys],
-                      "status": [marks[k].status for k in keys],
-                      "reason": [marks[k].reason for k in keys]})
-    con.register("lastgood_marks", table)
-    try:
-        con.execute("""UPDATE checkpoint_rows c SET status = m.status, status_reason = m.reason
-            FROM lastgood_marks m WHERE c.store_id = ? AND c.run_id = m.run_id
-            AND c.namespace = m.namespace AND c.checkpoint_id = m.checkpoint_id""", [store_id])
-    finally:
-        con.unregister("lastgood_marks")
-
-
-def _remember_tip(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:
-    """Keep the furthest journal entry this index has read; a journal that lost it keeps the old
-    one (the loss stays reported: :func:`lost_entries`). A reopen writes nothing."""
-    last = entries[-1] if entries else None
-    seen = _seen_tip(con, store_id)
-    if last is None or not last.get("hash") or _lost(entries, seen):
-        return
-    tip = (int(last.get("seq") or len(entries)), str(last["hash"]))
-    if seen is None or tuple(seen[:2]) != tip:
-        con.execute("INSERT OR REPLACE INTO journal_tips VALUES (?, ?, ?, ?, now())",
-                    [store_id, *tip, last.get("id")])
-
-
-def lost_entries(con: Any, store_id: int, entries: list[dict[str, Any]]) -> list[str]:
-    """A problem when the journal no longer holds the furthest entry this index read from it:
-    entries were removed from its end (or the end rewritten). Its hash chain cannot show that:
-    what is left still links. Empty when it holds it, or nothing was read before."""
-    return _lost(entries, _seen_tip(con, store_id))
-
-
-def _seen_tip(con: Any, store_id: int) -> tuple[Any, ...] | None:
-    return con.execute("SELECT seq, hash, action_id, seen_at FROM journal_tips WHERE store_id = ?",
-                       [store_id]).fetchone()
-
-
-def _lost(entries: list[dict[str, Any]], seen: tuple[Any, ...] | None) -> list[str]:
-    if seen is None:
-        return []
-    seq, digest, action_id, seen_at = seen
-    kept = entries[seq - 1] if 0 < seq <= len(entries) else None
-    if kept is not None and kept.get("hash") == digest:
-        return []
-    ends = f"ends at entry {len(entries)}" if entries else "is empty"
-    return [f"the journal {ends}, but entry {seq} (action {action_id}), read by this index on "
-            f"{seen_at:%Y-%m-%d %H:%M} UTC, is {'gone' if kept is None else 'rewritten'}: entries were "
-            "removed from its end"]
-
-
-def _mirror_journal(con: Any, store_id: int, entries: list[dict[str, Any]]) -> None:
-    """The index's ``journal`` table mirrors the store's journal (for SQL and pages); an entry
-    that cannot be read (no id: the chain check reports it) is left out."""
-    entries = [e for e in entries if e.get("id")]
-    tip = entries[-1].get("hash") if entries else None
-    row = con.execute("SELECT count(*), max_by(hash, seq) FROM journal WHERE store_id = ?",
-                      [store_id]).fetchone()
-    if row[0] == len(entries) and row[1] == tip:
-        return
-    import pyarrow as pa
-
-    con.execute("DELETE FROM journal WHERE store_id = ?", [store_id])
-    if not entries:
-        return
-    columns = {"action_id": "id", "seq": "seq", "acted_at": "time", "operator": "operator",
-               "action": "action", "run_id": "run_id", "namespace": "namespace", "target": "target",
-               "previous_head": "previous_head", "new_head": "new_head", "reason": "reason",
-               "undoes": "undo_of", "hash": "hash", "prev_hash": "prev_hash"}
-    data = {col: [None if e.get(key) is None else str(e.get(key)) for e in entries]
-            for col, key in columns.items()}
-    data["superseded"] = [jr.canonical(e.get("superseded") or []).decode() for e in entries]
-    con.register("lastgood_journal_rows", pa.table(data))
-    try:
-        con.execute("""INSERT INTO journal SELECT ?, action_id, TRY_CAST(seq AS BIGINT),
-            TRY_CAST(acted_at AS TIMESTAMPTZ), operator, action, run_id, namespace, target, previous_head,
-            new_head, CAST(superseded AS JSON), reason, undoes, hash, prev_hash
-            FROM lastgood_journal_rows""", [store_id])
-    finally:
-        con.unregister("lastgood_journal_rows")

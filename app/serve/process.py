@@ -19,28 +19,15 @@ with public URLs only (:func:`public_urls`) before doing anything else.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from lastgood.credentials import Vault, split_url
+from lastgood.serve import startup as startup_index
+from lastgood.serve.startup import StartupRefresh, refresh_here
 
 
 CACHE_LOGGER, NO_RUNTIME = "streamlit.runtime.caching.cache_data_api", "No runtime found"
-
-
-@dataclass
-class StartupRefresh:
-    """One store's refresh by the start-up thread (read by the first page that shows it)."""
-
-    url: str
-    known: bool = False  # already in the index when the command started: shown as it is meanwhile
-    done: threading.Event = field(default_factory=threading.Event)
-    store_id: int | None = None
-    changed: bool = False
-    error: Exception | None = None
-    seconds: float = 0.0
 
 
 _refreshes: dict[tuple[str, str], StartupRefresh] = {}
@@ -49,11 +36,7 @@ _children: list = []  # start-up child processes (subprocess.Popen), ended by sh
 _lock = threading.Lock()
 
 
-FIRST_PAGE_WAIT = 10.0  # seconds a reopen's refresh waits for the first page before it starts
-# seconds more while the browser draws that page: the refresh (a count over the store's tables) takes
-# a core the browser's renderer needs on a small machine; the sidebar says it is looking meanwhile
-FIRST_PAGE_SETTLE = 1.0
-first_page_shown = threading.Event()  # set after the dashboard's first page run (lastgood.ui.server)
+
 
 
 def refresh_in_background(index_path: str, urls: Sequence[str], *, reader_name: str | None = None,
@@ -98,8 +81,6 @@ def _refresh_in_child(index_path: str, pending: list[StartupRefresh], reader_nam
     import subprocess
     import tempfile
 
-    from lastgood.serve import startup as startup_index
-
     by_url = {r.url: r for r in pending}
     with tempfile.TemporaryFile() as errors:
         try:
@@ -137,44 +118,6 @@ def _take_child_line(by_url: dict[str, StartupRefresh], line: str) -> None:
         refresh.store_id, refresh.changed = int(done["store_id"]), bool(done["changed"])
     refresh.seconds = float(done.get("seconds") or 0.0)
     refresh.done.set()
-
-
-def refresh_here(index_path: str, pending: list[StartupRefresh], reader_name: str | None,
-                 check: str, on_done: Callable[[StartupRefresh], None] | None = None) -> None:
-    """Refresh ``pending`` one after another in this process (a known store once the first page
-    was drawn), each marked done, and handed to ``on_done``, as it ends (lastgood.serve.startup
-    reports them to the dashboard this way)."""
-    if not pending:
-        return
-    from lastgood.index.catalog import Catalog
-    from lastgood.stores import index_store
-
-    def finish(refresh: StartupRefresh) -> None:
-        refresh.done.set()
-        if on_done is not None:
-            on_done(refresh)
-
-    try:
-        catalog = Catalog(index_path, keep_open=False)
-        settled = False
-        for refresh in pending:
-            if refresh.known and not settled:  # once, before the first known store
-                settled = True
-                if first_page_shown.wait(FIRST_PAGE_WAIT):
-                    time.sleep(FIRST_PAGE_SETTLE)
-            started = time.perf_counter()
-            try:
-                summary = index_store(catalog, refresh.url, reader_name=reader_name, check=check)
-                refresh.store_id, refresh.changed = summary.store.store_id, summary.refresh.changed
-            except Exception as exc:  # noqa: BLE001 - shown on the page that waits for it
-                refresh.error = exc
-            refresh.seconds = time.perf_counter() - started
-            finish(refresh)
-    except Exception as exc:  # noqa: BLE001 - the index itself failed to open: every store says so
-        for refresh in pending:
-            if not refresh.done.is_set():
-                refresh.error = exc
-                finish(refresh)
 
 
 def take_startup_refresh(index_path: str, url: str) -> StartupRefresh | None:

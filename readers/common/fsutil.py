@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import contextlib
 import os
 import posixpath
 import stat
@@ -37,8 +38,9 @@ def open_fs(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple
         return LocalFS(), url.rstrip("/") or "/"
     import fsspec
 
+    options = _object_store_defaults(url, storage_options)
     try:
-        fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        fs, root = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         package, extra = PROTOCOL_EXTRAS.get(protocol, (protocol, "all"))
@@ -81,6 +83,20 @@ def _local_filesystem() -> Any:
     from fsspec.implementations.local import LocalFileSystem
 
     return LocalFileSystem()
+
+
+S3_CONNECTIONS = 64  # requests in flight to one S3 endpoint (botocore's default pool is 10)
+
+
+def _object_store_defaults(url: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The user's storage options, plus a connection pool large enough for concurrent reads of many
+    small objects on S3 (unless they set one)."""
+    options = dict(storage_options or {})
+    if url.startswith(("s3://", "s3a://")):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("max_pool_connections", S3_CONNECTIONS)
+        options["config_kwargs"] = config
+    return options
 
 
 def require_dir(fs: Any, root: str, url: str) -> None:
@@ -318,12 +334,17 @@ def atomic_write(
     directory = posixpath.dirname(path)
     os.makedirs(directory, exist_ok=True)
     tmp = posixpath.join(directory, f".tmp-{uuid.uuid4().hex}-{posixpath.basename(path)}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # a failed write leaves no temp file behind (a kill still may: swept later)
+        raise
 
 
 def is_temp_name(name: str) -> bool:

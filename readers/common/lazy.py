@@ -41,3 +41,11 @@ def installed(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def require_psycopg(what: str) -> None:
+    """Raise MissingDependency (the ``postgres`` extra) for ``what`` when psycopg is not installed."""
+    from lastgood.errors import MissingDependency
+
+    if not installed("psycopg"):
+        raise MissingDependency("psycopg", "postgres", what)

@@ -20,17 +20,22 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from itertools import repeat
-from operator import is_not
 from typing import Any
 
 from lastgood.errors import DecodeError
 from lastgood.readers import base as readers_base
 from lastgood.readers.base import (
+    Status,
     CheckpointRecord,
     EventRecord,
     Finding,
     PendingWrite,
+)
+from lastgood.readers.common.columns import (  # the Arrow builders every format shares
+    constant_strings,
+    int64_array,
+    string_array,
+    utf8_view,
 )
 from lastgood.readers.common.lazy import installed, lazy_module
 from lastgood.readers.langgraph.serde import (
@@ -159,117 +164,6 @@ def _uuid_tables() -> tuple[Any, Any]:
     return _hex_lut(), 16 ** np.arange(14, -1, -1, dtype=np.int64)
 
 
-# --- Arrow columns without pa.array ------------------------------------------------
-# ``pa.array``/``pa.scalar`` of Python objects import pandas on first use (~0.3 s cold,
-# whatever the input); building from buffers does not, and is as fast.
-
-
-def string_array(values: Sequence[Any], binary: bool = False) -> pa.Array:
-    """A string (or binary) array of ``values`` (str, or bytes when ``binary``; None = null)."""
-    n = len(values)
-    if np is None or n == 0:
-        return pa.array(values, pa.binary() if binary else pa.string())
-    try:
-        return _string_buffers(values, n, binary)
-    except (TypeError, UnicodeError, OverflowError):  # odd values: let pa.array judge them
-        return pa.array(values, pa.binary() if binary else pa.string())
-
-
-def _string_buffers(values: Sequence[Any], n: int, binary: bool) -> pa.Array:
-    valid = None
-    if None in values:
-        valid = _validity(values, n)
-        empty = b"" if binary else ""
-        values = [empty if v is None else v for v in values]
-    if binary:
-        data = b"".join(values)
-        lengths = np.fromiter(map(len, values), np.int64, n)
-    else:
-        text = "".join(values)
-        data = text.encode()
-        ascii_only = len(data) == len(text)
-        lengths = np.fromiter(map(len, values if ascii_only else (v.encode() for v in values)), np.int64, n)
-    if len(data) >= 2**31 - 1:
-        raise OverflowError("too large for 32-bit offsets")
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    buffers = [valid, pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.Array.from_buffers(pa.binary() if binary else pa.string(), n, buffers)
-
-
-def checked_strings(values: Sequence[Any], nullable: bool, limit: int, null: str = "none") -> pa.Array | None:
-    """A string array of ``values`` when every one is a str (or None when ``nullable``) of at
-    most ``limit`` characters without NUL, and not empty unless ``nullable``; None otherwise.
-    The checks ride on the join that builds the array (C speed, no per-value Python).
-    ``null``: "none" keeps None as null, "empty" stores None as '', "falsy" makes None and ''
-    null (a LangGraph parent id)."""
-    n = len(values)
-    if np is None or n == 0:
-        return None
-    has_none = None in values
-    if has_none and not nullable:
-        return None
-    texts = [v if v is not None else "" for v in values] if has_none else values
-    try:
-        text = "".join(texts)
-        data = text.encode()
-    except (TypeError, UnicodeError):  # another type, or a lone surrogate
-        return None
-    chars = np.fromiter(map(len, texts), np.int64, n)
-    if "\x00" in text or int(chars.max()) > limit or len(data) >= 2**31 - 1:
-        return None
-    empty = not chars.all()
-    if empty and not nullable:
-        return None
-    lengths = chars if len(data) == len(text) else np.fromiter((len(v.encode()) for v in texts), np.int64, n)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    valid = None
-    if null == "falsy" and empty:
-        valid = pa.py_buffer(np.packbits(chars > 0, bitorder="little"))
-    elif null == "none" and has_none:
-        valid = _validity(values, n)
-    return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def utf8_view(binary: pa.Array) -> pa.Array:
-    """A binary array as a string array over the same buffers, its UTF-8 checked
-    (ArrowInvalid when not); unlike ``cast`` it does not import pyarrow.compute (~0.1 s)."""
-    text = binary.view(pa.string())
-    text.validate(full=True)
-    return text
-
-
-def int64_array(values: Sequence[int | None]) -> pa.Array:
-    """An int64 array of ``values`` (None = null)."""
-    n = len(values)
-    if np is None or n == 0:
-        return pa.array(values, pa.int64())
-    valid = None
-    if None in values:
-        valid = _validity(values, n)
-        values = [0 if v is None else v for v in values]
-    try:
-        data = np.fromiter(values, np.int64, n)
-    except (TypeError, ValueError, OverflowError):
-        return pa.array(values, pa.int64())
-    return pa.Array.from_buffers(pa.int64(), n, [valid, pa.py_buffer(data)])
-
-
-def constant_strings(value: str, n: int) -> pa.Array:
-    """``value`` repeated ``n`` times."""
-    if np is None:
-        return pa.repeat(pa.scalar(value, pa.string()), n)
-    data = value.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
-
-
-def _validity(values: Sequence[Any], n: int) -> pa.Buffer:
-    valid = np.fromiter(map(is_not, values, repeat(None)), np.bool_, n)  # C-level calls, no generator
-    return pa.py_buffer(np.packbits(valid, bitorder="little"))
-
-
 # --- checkpoint rows -------------------------------------------------------------
 
 
@@ -314,16 +208,16 @@ def checkpoint_record(
     size: int | None = None,
     *,
     codec: str | None = None,
-    status: str = "ok",
+    status: str = Status.OK,
     status_reason: str | None = None,
 ) -> CheckpointRecord:
     """One checkpoints row as a CheckpointRecord (no blob decoding)."""
     meta, problem = parse_metadata(metadata)
     step, trigger, agent = metadata_fields(meta)
     if problem:
-        status, status_reason = "corrupt", problem
+        status, status_reason = Status.CORRUPT, problem
     elif codec is not None and not is_known_type(codec):
-        status, status_reason = "corrupt", f"unknown serialization type {codec!r}"
+        status, status_reason = Status.CORRUPT, f"unknown serialization type {codec!r}"
     return CheckpointRecord(
         run_id=thread_id, checkpoint_id=checkpoint_id, namespace=checkpoint_ns or "",
         parent_id=parent_checkpoint_id or None, step=step,
@@ -504,8 +398,8 @@ def _parent_findings(cols: CheckpointColumns, problems: dict[int, str]) -> list[
 
 def _status_columns(n: int, problems: Mapping[int, str]) -> tuple[pa.Array, pa.Array]:
     if not problems:
-        return constant_strings("ok", n), pa.nulls(n, pa.string())
-    status = ["corrupt" if i in problems else "ok" for i in range(n)]
+        return constant_strings(Status.OK.value, n), pa.nulls(n, pa.string())
+    status = [Status.CORRUPT.value if i in problems else Status.OK.value for i in range(n)]
     reason = [problems.get(i) for i in range(n)]
     return string_array(status), string_array(reason)
 

@@ -37,21 +37,18 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
-from psycopg import IsolationLevel
 
 from lastgood.checks import Check
-from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
+from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.base import (
     CheckpointRecord,
     Finding,
     HeadRecord,
-    PendingWrite,
-    Reader,
     Scan,
 )
 from lastgood.readers.langgraph.common import (
@@ -61,10 +58,7 @@ from lastgood.readers.langgraph.common import (
     checkpoints_batch,
     event_record,
     events_table,
-    parse_metadata,
-    sort_writes,
 )
-from lastgood.readers.langgraph.delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph.findings import codec_findings, payload_findings, pending_error_finding
 from lastgood.readers.langgraph.postgres_fetch import in_snapshot, in_thread, split_parts, stream_rows
 from lastgood.readers.langgraph.postgres_sql import (
@@ -92,9 +86,12 @@ from lastgood.readers.langgraph.postgres_sql import (
     WRITES_SQL,
 )
 from lastgood.readers.langgraph.rows import columns_ok, key_problem, valid_rows
-from lastgood.readers.langgraph.serde import aes_key_from_env, decode_typed, normalize_state
+from lastgood.readers.langgraph.serde import decode_typed
+from lastgood.readers.langgraph.base import Key, LangGraphReader, key_of
 from lastgood.readers.common.lazy import lazy_module
-from lastgood.readers.registry import display_url
+from lastgood.readers.common.postgres import connect_readonly, one_line, postgres_schema
+from lastgood.readers.common.urls import is_postgres_url
+from lastgood.readers.common.urls import display_url
 
 pa = lazy_module("pyarrow")  # imported on first use: the listing's queries start without it
 
@@ -102,87 +99,22 @@ BATCH_ROWS = 20_000
 EVENT_BATCH_ROWS = 20_000
 CHECK_CHUNK = 200
 TOKEN_VERSION = 1
-CONNECT_TIMEOUT = 10
-NOT_FOUND_HINTS = ("does not exist", "connection refused", "could not translate host name",
-                   "timeout expired", "no route to host", "name or service not known")
-Key = tuple[str, str, str]
 KEY_COLUMNS = slice(0, 4)  # SCAN_SQL's thread_id, checkpoint_ns, checkpoint_id, parent id
-
-# --- connecting ----------------------------------------------------------------------------
-
-
-def connect_readonly(url: str) -> psycopg.Connection[Any]:
-    """A connection whose transactions are all READ ONLY and REPEATABLE READ.
-
-    JIT compilation is off for the session (see :func:`_jit_off`)."""
-    try:
-        conn = psycopg.connect(url, autocommit=False, connect_timeout=CONNECT_TIMEOUT,
-                               prepare_threshold=None)
-        _jit_off(conn)
-    except psycopg.Error as exc:
-        raise connect_error(url, exc) from None
-    conn.read_only = True
-    conn.isolation_level = IsolationLevel.REPEATABLE_READ
-    return conn
-
-
-def _jit_off(conn: psycopg.Connection[Any]) -> None:
-    """``SET jit = off`` for the session: the listing's estimated cost (one blob lookup per
-    introduced channel) made the server spend ~0.3 s compiling a query that runs sooner
-    without. A statement, not a startup option, so poolers that refuse ``options``
-    accept it; a server without JIT (before PostgreSQL 11) is left as it is."""
-    try:
-        conn.execute("SET jit = off")
-    except psycopg.errors.UndefinedObject:
-        conn.rollback()
-        return
-    conn.commit()  # ends the transaction the SET opened (nothing written)
-
-
-def connect_error(url: str, exc: Exception) -> StoreNotFound | ReaderError:
-    """A one-line error naming the server without credentials."""
-    reason = one_line(str(exc), url).removeprefix("connection failed: ")
-    message = f"cannot connect to {display_url(url)}: {reason}"
-    if any(hint in reason.lower() for hint in NOT_FOUND_HINTS):
-        return StoreNotFound(message)
-    return ReaderError(message)
-
-
-def one_line(text: str, url: str) -> str:
-    """``text`` on one line, without the DSN's password."""
-    line = " ".join(text.split())
-    password = _password(url)
-    return line.replace(password, "***") if password else line
-
-
-def _password(url: str) -> str | None:
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return None
-    value = info.get("password")
-    return str(value) if value else None
-
-
-def _key(record: CheckpointRecord) -> Key:
-    return record.run_id, record.namespace or "", record.checkpoint_id
 
 
 # --- the reader ----------------------------------------------------------------------------
 
 
-class LangGraphPostgresReader(Reader):
+class LangGraphPostgresReader(LangGraphReader):
     """LangGraph PostgresSaver tables, read through read-only transactions."""
 
     name = "langgraph-postgres"
     description = "LangGraph PostgresSaver database (checkpoints, checkpoint_blobs, checkpoint_writes)"
+    recovery_class = "lastgood.readers.langgraph.recovery:PostgresRecovery"
+    retention_class = "lastgood.readers.langgraph.retention_postgres:PostgresRetention"
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
-        key = self.storage_options.get("aes_key")
-        self.aes_key: bytes | None = key.encode() if isinstance(key, str) else key
-        if self.aes_key is None:
-            self.aes_key = aes_key_from_env()
         self.blob_sizes = bool(self.storage_options.get("blob_sizes", True))
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
@@ -197,7 +129,10 @@ class LangGraphPostgresReader(Reader):
 
     @classmethod
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
-        return url.lower().startswith(("postgresql://", "postgres://"))
+        if not is_postgres_url(url):
+            return False
+        tables = postgres_schema(url)
+        return {"thread_id", "checkpoint_ns"} <= tables.get("checkpoints", frozenset()) and "checkpoint_blobs" in tables
 
     def close(self) -> None:
         with self._lock:
@@ -400,14 +335,12 @@ class LangGraphPostgresReader(Reader):
             raise CheckpointNotFound(f"checkpoint {key[2]} of thread {key[0]!r} not found")
         return row[0], row[1], row[2]
 
-    def load_state(self, record: CheckpointRecord) -> Any:
-        """Channel values (inline JSONB + decoded blobs, DeltaChannels rebuilt), normalized."""
-        with self._read() as cur:
-            checkpoint, metadata, parent_id = self._row(cur, _key(record))
-            checkpoint = self._with_values(cur, _key(record), checkpoint)
-            meta, _problem = parse_metadata(metadata)
-            values = rebuild_delta_values(checkpoint, meta, parent_id, self._ancestor_loader(cur, record))
-        return normalize_state(values)
+    def _session(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
+        return self._read()
+
+    def _checkpoint(self, session: psycopg.Cursor[Any], key: Key) -> tuple[Any, Any, str | None]:
+        checkpoint, metadata, parent_id = self._row(session, key)
+        return self._with_values(session, key, checkpoint), metadata, parent_id
 
     def _with_values(self, cur: psycopg.Cursor[Any], key: Key, checkpoint: Any) -> dict[str, Any]:
         """The checkpoint with ``channel_values`` = inline values + decoded blobs (as LangGraph merges them)."""
@@ -426,19 +359,9 @@ class LangGraphPostgresReader(Reader):
                                   f"type {type_}): {exc}") from None
         return {**checkpoint, "channel_values": values}
 
-    def _ancestor_loader(self, cur: psycopg.Cursor[Any], record: CheckpointRecord) -> Any:
-        def load(checkpoint_id: str) -> Ancestor | None:
-            key = (record.run_id, record.namespace or "", checkpoint_id)
-            try:
-                checkpoint, _meta, parent_id = self._row(cur, key)
-            except CheckpointNotFound:
-                return None
-            return Ancestor(self._with_values(cur, key, checkpoint), parent_id, self._writes(cur, key))
-        return load
-
     def read_blob(self, record: CheckpointRecord) -> bytes:
         """The row and its referenced blobs as one JSON document (see the module docstring)."""
-        key = _key(record)
+        key = key_of(record)
         with self._read() as cur:
             checkpoint, metadata, parent_id = self._row(cur, key)
             blobs = [_blob_entry(*row) for row in cur.execute(BLOBS_SQL, key)]
@@ -448,29 +371,18 @@ class LangGraphPostgresReader(Reader):
                     "blobs": sorted(blobs, key=lambda b: (b["channel"], b["version"]))}
         return json.dumps(document, sort_keys=True, ensure_ascii=False, default=str).encode()
 
-    def pending_writes(self, record: CheckpointRecord) -> list[PendingWrite]:
-        """Decoded writes of the checkpoint; an undecodable value becomes ``{"$undecodable": cause}``."""
-        with self._read() as cur:
-            return self._writes(cur, _key(record))
+    def _task_path_rows(self, session: psycopg.Cursor[Any], run_ids: list[str]) -> list[tuple[Any, ...]]:
+        if self._task_path == "''" or not run_ids:
+            return []
+        return session.execute("SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id, task_path "
+                               "FROM checkpoint_writes WHERE thread_id = ANY(%s)", (run_ids,)).fetchall()
 
-    def _writes(self, cur: psycopg.Cursor[Any], key: Key) -> list[PendingWrite]:
-        writes = []
-        for task_id, channel, type_, blob, task_path, idx in cur.execute(
-                WRITES_SQL.format(task_path=self._task_path), key):
-            try:
-                value = decode_typed(type_, blob, aes_key=self.aes_key)
-            except DecodeError as exc:
-                value = {"$undecodable": str(exc)}
-            writes.append(PendingWrite(task_id, channel, value, idx, task_path or ""))
-        return sort_writes(writes)
+    def _write_rows(self, session: psycopg.Cursor[Any], key: Key) -> list[tuple[Any, ...]]:
+        return session.execute(WRITES_SQL.format(task_path=self._task_path), key).fetchall()
 
     # integrity ----------------------------------------------------------------------------
 
-    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
-        """Findings per checkpoint: row shape and codecs; with ``read_data`` every blob and write decoded."""
-        if not read_data:
-            yield from self.check_structure([_key(r) for r in records])
-            return
+    def _check_data(self, records: Iterable[CheckpointRecord], read_data: bool = True) -> Iterator[Finding]:
         chunk: list[CheckpointRecord] = []
         for record in records:
             chunk.append(record)
@@ -519,7 +431,7 @@ class LangGraphPostgresReader(Reader):
         return found
 
     def _check_chunk(self, records: list[CheckpointRecord], read_data: bool) -> list[Finding]:
-        keys = list(dict.fromkeys(_key(r) for r in records))
+        keys = list(dict.fromkeys(key_of(r) for r in records))
         arrays = [list(column) for column in zip(*keys)]
         with self._read() as cur:
             rows = {tuple(r[:3]): r[3:] for r in cur.execute(CHECK_ROWS_SQL, arrays)}

@@ -37,19 +37,14 @@ from typing import Any
 import msgpack
 
 from lastgood.readers import journal as jr
-from lastgood.errors import CheckpointNotFound, ConflictError, LastgoodError, ReaderError
+from lastgood.errors import CheckpointNotFound, ConflictError, LastgoodError
+from lastgood.readers.common import sqljournal
 from lastgood.readers.langgraph.common import new_uuid6
 
-TABLE = "lastgood_journal"
-SQLITE_TABLE_SQL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
-    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, entry TEXT NOT NULL, hash TEXT NOT NULL)"""
-PG_TABLE_SQL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
-    seq BIGINT PRIMARY KEY, id TEXT NOT NULL UNIQUE, entry TEXT NOT NULL, hash TEXT NOT NULL)"""
+TABLE = sqljournal.TABLE  # the journal table (retention names it too)
 HEAD_SQL = ("SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p}")
 ROW_SQL = ("SELECT type, checkpoint, metadata, parent_checkpoint_id FROM checkpoints "
            "WHERE thread_id = {p} AND checkpoint_ns = {p} AND checkpoint_id = {p}")
-TIP_SQL = f"SELECT seq, hash FROM {TABLE} ORDER BY seq DESC LIMIT 1"
-INSERT_ENTRY_SQL = f"INSERT INTO {TABLE} (seq, id, entry, hash) VALUES ({{p}}, {{p}}, {{p}}, {{p}})"
 
 
 def _config(run_id: str, namespace: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -103,8 +98,11 @@ def rewrite_checkpoint(type_: str | None, blob: bytes, new_id: str, ts: str) -> 
     return blob
 
 
-def _values_equal(saver: Any, run_id: str, namespace: str, target_id: str) -> jr.HeadCheck:
-    head = saver.get_tuple(_config(run_id, namespace))
+def _values_equal(saver: Any, run_id: str, namespace: str, target_id: str,
+                  written: str | None = None) -> jr.HeadCheck:
+    """The checkpoint the action wrote (``written``; else the thread's latest) against the target, both
+    read through the saver: an agent writing after the commit does not make a correct restore fail."""
+    head = saver.get_tuple(_config(run_id, namespace, written))
     target = saver.get_tuple(_config(run_id, namespace, target_id))
     if head is None or target is None:
         return jr.HeadCheck(False, "get_tuple found no head or no target")
@@ -115,14 +113,15 @@ def _values_equal(saver: Any, run_id: str, namespace: str, target_id: str) -> jr
                               f"(head {head.config['configurable']['checkpoint_id']})")
 
 
-def _check_with_reader(url: str, run_id: str, namespace: str, target_id: str, missing: str) -> jr.HeadCheck:
+def _check_with_reader(url: str, run_id: str, namespace: str, target_id: str, missing: str,
+                       written: str | None = None) -> jr.HeadCheck:
     """Without LangGraph installed: compare head and target through Lastgood's own (safe) reader."""
     from lastgood.readers.base import CheckpointRecord
     from lastgood.readers.registry import open_reader
 
     reader = open_reader(url)
     try:
-        head = _latest(url, run_id, namespace)
+        head = written or _latest(url, run_id, namespace)
         states = [reader.load_state(CheckpointRecord(run_id=run_id, namespace=namespace, checkpoint_id=c))
                   for c in (head, target_id)]
     except LastgoodError as exc:
@@ -146,10 +145,11 @@ def _strict_serde() -> Any:
     return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
-class _Base:
+class _Base(sqljournal.SqlJournal):
     """Shared flow; subclasses give the connection, placeholder and table DDL."""
 
     placeholder = "?"
+    written: dict[tuple[str, str], str | None]  # the checkpoint each committed action wrote, by thread
 
     def _insert_copy(self, conn: Any, change: jr.Change, head: str | None) -> str:
         p = self.placeholder
@@ -171,13 +171,7 @@ class _Base:
         return new_id
 
     def _append(self, conn: Any, entry: Mapping[str, Any], new_head: str | None) -> dict[str, Any]:
-        p = self.placeholder
-        tip = conn.execute(TIP_SQL).fetchone()
-        seq, prev = (int(tip[0]) + 1, str(tip[1])) if tip else (1, "")
-        sealed = jr.seal({**entry, "new_head": new_head}, seq, prev)
-        conn.execute(INSERT_ENTRY_SQL.format(p=p),
-                     (seq, sealed["id"], jr.canonical(sealed).decode(), sealed["hash"]))
-        return sealed
+        return sqljournal.append(conn, entry, new_head, self.placeholder)
 
     def _commit_in(self, conn: Any, change: jr.Change) -> dict[str, Any]:
         p = self.placeholder
@@ -187,10 +181,27 @@ class _Base:
                 f"the head of thread {change.run_id!r} moved: expected {change.expected_head}, found "
                 f"{head}; nothing was written — re-plan and try again")
         new_head = self._insert_copy(conn, change, head) if change.restore_from else head
-        return self._append(conn, change.entry, new_head)
+        sealed = self._append(conn, change.entry, new_head)
+        self.written[(change.run_id, change.namespace)] = new_head  # what check_head reads back
+        return sealed
 
     def side_effects(self, run_id: str, namespace: str, after: Sequence[str]) -> list[dict[str, Any]]:
-        return []  # from the reader's pending writes (lastgood.recovery.plan.side_effects)
+        return []  # from the reader's pending writes (lastgood.recovery.effects)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """A recovery action is one database transaction (never half done); a prune or its undo runs
+        in batches: those a crash interrupted (lastgood.readers.langgraph.retention)."""
+        from lastgood.readers.langgraph.retention_progress import PROGRESS, read_pending
+
+        with closing(self._read()) as conn:
+            return read_pending(conn) if self._table_exists(conn, PROGRESS) else []
+
+    def _table_exists(self, conn: Any, name: str) -> bool:
+        raise NotImplementedError
+
+    def head(self, run_id: str, namespace: str = "") -> str | None:
+        with closing(self._read()) as conn:
+            return conn.execute(HEAD_SQL.format(p=self.placeholder), (run_id, namespace)).fetchone()[0]
 
 
 class SqliteRecovery(_Base):
@@ -198,61 +209,26 @@ class SqliteRecovery(_Base):
 
     placeholder = "?"
 
+    def _table_exists(self, conn: Any, name: str) -> bool:
+        return sqljournal.sqlite_exists(conn, name)
+
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        from lastgood.readers.langgraph.sqlite import sqlite_path
+        from lastgood.readers.common.sqlite import sqlite_path
 
         self.url = url
         self.path = sqlite_path(url)
+        self.written = {}
 
     def _read(self) -> sqlite3.Connection:
-        from lastgood.readers.langgraph.sqlite import connect_readonly
+        from lastgood.readers.common.sqlite import connect_readonly
 
         return connect_readonly(self.path)
 
-    def head(self, run_id: str, namespace: str = "") -> str | None:
-        with closing(self._read()) as conn:
-            return conn.execute(HEAD_SQL.format(p="?"), (run_id, namespace)).fetchone()[0]
-
-    def journal_entries(self) -> list[dict[str, Any]]:
-        with closing(self._read()) as conn:
-            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                  (TABLE,)).fetchone()
-            if not exists:
-                return []
-            rows = conn.execute(f"SELECT entry FROM {TABLE} ORDER BY seq").fetchall()
-        return [jr.parse_entry(r[0]) or {"id": None, "unreadable": True} for r in rows]
-
-    def _write(self) -> sqlite3.Connection:
-        try:
-            return sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ReaderError(f"{self.path}: cannot open for writing: {exc}") from None
-
-    def commit(self, change: jr.Change) -> dict[str, Any]:
-        return self._transaction(lambda conn: self._commit_in(conn, change))
-
-    def append(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return self._transaction(lambda conn: self._append(conn, entry, entry.get("new_head")))
+    def _journal_exists(self, conn: Any) -> bool:
+        return sqljournal.sqlite_exists(conn)
 
     def _transaction(self, body: Any) -> dict[str, Any]:
-        with closing(self._write()) as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(SQLITE_TABLE_SQL)
-                result = body(conn)
-                conn.execute("COMMIT")
-                return result
-            except sqlite3.OperationalError as exc:  # read-only file or folder, disk full, locked
-                self._roll_back(conn)
-                raise ReaderError(f"{self.path}: cannot write: {exc}; nothing was written") from None
-            except BaseException:
-                self._roll_back(conn)
-                raise
-
-    @staticmethod
-    def _roll_back(conn: sqlite3.Connection) -> None:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        return sqljournal.sqlite_transaction(self.path, body, errors=sqlite3.OperationalError)
 
     def _insert_row(self, conn: Any, change: jr.Change, row: tuple[Any, ...], new_id: str, ts: str,
                     meta: dict[str, Any]) -> None:
@@ -267,11 +243,12 @@ class SqliteRecovery(_Base):
         try:
             from langgraph.checkpoint.sqlite import SqliteSaver
         except ImportError:
-            return _check_with_reader(self.url, run_id, namespace, target_id, "langgraph-checkpoint-sqlite")
+            return _check_with_reader(self.url, run_id, namespace, target_id, "langgraph-checkpoint-sqlite",
+                                      self.written.get((run_id, namespace)))
         try:
             with closing(sqlite3.connect(str(self.path), check_same_thread=False)) as conn:
                 return _values_equal(SqliteSaver(conn, serde=_strict_serde()), run_id, namespace,
-                                     target_id)
+                                     target_id, self.written.get((run_id, namespace)))
         except (sqlite3.Error, LastgoodError, ValueError, TypeError) as exc:
             return jr.HeadCheck(False, f"SqliteSaver.get_tuple failed: {exc}")
 
@@ -281,55 +258,23 @@ class PostgresRecovery(_Base):
 
     placeholder = "%s"
 
+    def _table_exists(self, conn: Any, name: str) -> bool:
+        return sqljournal.postgres_exists(conn, name)
+
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = url
+        self.written = {}
 
-    def _connect(self, read_only: bool) -> Any:
-        from lastgood.readers.langgraph.postgres import connect_error, connect_readonly
+    def _read(self) -> Any:
+        from lastgood.readers.common.postgres import connect_readonly
 
-        if read_only:
-            return connect_readonly(self.url)
-        import psycopg
+        return connect_readonly(self.url)
 
-        try:
-            return psycopg.connect(self.url, autocommit=False, prepare_threshold=None)
-        except psycopg.Error as exc:
-            raise connect_error(self.url, exc) from None
-
-    def head(self, run_id: str, namespace: str = "") -> str | None:
-        with closing(self._connect(True)) as conn:
-            return conn.execute(HEAD_SQL.format(p="%s"), (run_id, namespace)).fetchone()[0]
-
-    def journal_entries(self) -> list[dict[str, Any]]:
-        with closing(self._connect(True)) as conn:
-            exists = conn.execute("SELECT to_regclass(%s)", (TABLE,)).fetchone()[0]
-            if not exists:
-                return []
-            rows = conn.execute(f"SELECT entry FROM {TABLE} ORDER BY seq").fetchall()
-        return [jr.parse_entry(r[0]) or {"id": None, "unreadable": True} for r in rows]
-
-    def commit(self, change: jr.Change) -> dict[str, Any]:
-        return self._transaction(lambda conn: self._commit_in(conn, change))
-
-    def append(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return self._transaction(lambda conn: self._append(conn, entry, entry.get("new_head")))
+    def _journal_exists(self, conn: Any) -> bool:
+        return sqljournal.postgres_exists(conn)
 
     def _transaction(self, body: Any) -> dict[str, Any]:
-        import psycopg
-
-        with closing(self._connect(False)) as conn:
-            try:
-                conn.execute("LOCK TABLE checkpoints IN SHARE ROW EXCLUSIVE MODE")
-                conn.execute(PG_TABLE_SQL)
-                result = body(conn)
-                conn.commit()
-                return result
-            except psycopg.Error as exc:
-                conn.rollback()
-                raise ReaderError(f"the action was rolled back: {exc}".splitlines()[0]) from None
-            except BaseException:
-                conn.rollback()
-                raise
+        return sqljournal.postgres_transaction(sqljournal.postgres_connect(self.url), body, _lock_checkpoints)
 
     def _insert_row(self, conn: Any, change: jr.Change, row: tuple[Any, ...], new_id: str, ts: str,
                     meta: dict[str, Any]) -> None:
@@ -351,12 +296,19 @@ class PostgresRecovery(_Base):
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
         except ImportError:
-            return _check_with_reader(self.url, run_id, namespace, target_id, "langgraph-checkpoint-postgres")
+            return _check_with_reader(self.url, run_id, namespace, target_id, "langgraph-checkpoint-postgres",
+                                      self.written.get((run_id, namespace)))
 
         try:
             with psycopg.connect(self.url, autocommit=True, prepare_threshold=0,
                                  row_factory=dict_row) as conn:
                 return _values_equal(PostgresSaver(conn, serde=_strict_serde()), run_id, namespace,
-                                     target_id)
+                                     target_id, self.written.get((run_id, namespace)))
         except (psycopg.Error, LastgoodError, ValueError, TypeError) as exc:
             return jr.HeadCheck(False, f"PostgresSaver.get_tuple failed: {str(exc).splitlines()[0]}")
+
+
+def _lock_checkpoints(conn: Any) -> None:
+    """An agent's ``put`` (an INSERT) waits for the few milliseconds of the action."""
+    conn.execute("LOCK TABLE checkpoints IN SHARE ROW EXCLUSIVE MODE")
+    conn.execute(sqljournal.POSTGRES_DDL)

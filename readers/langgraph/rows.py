@@ -25,7 +25,7 @@ pa = lazy_module("pyarrow")  # imported on first use: reading one state never ne
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
-from lastgood.readers.langgraph.common import checked_strings
+from lastgood.readers.common.columns import checked_strings
 from lastgood.readers.common.validate import LANGGRAPH_TEXT_COLUMNS, Invalid, text
 
 SHOWN_CHARS = 60

@@ -19,18 +19,15 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
-from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError, StoreNotFound
+from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.base import (
     CheckpointRecord,
     Finding,
     HeadRecord,
-    PendingWrite,
-    Reader,
     Scan,
 )
 from lastgood.readers.common.gc_pause import gc_paused
@@ -40,16 +37,12 @@ from lastgood.readers.langgraph.common import (
     checkpoints_batch,
     event_record,
     events_table,
-    parse_metadata,
-    sort_writes,
 )
-from lastgood.readers.langgraph.delta import Ancestor, rebuild_delta_values
 from lastgood.readers.langgraph.findings import payload_findings
 from lastgood.readers.langgraph.rows import ALL_ROWS_SQL, sqlite_row_findings
 from lastgood.readers.langgraph.sqlite_fetch import (NOT_BUILT, ChunkFetch, drop_prefetched, file_stamp, is_live,
                                                      ranges, take_prefetched)
 from lastgood.readers.langgraph.sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
-    Key,
     ParentColumns,
     SideQueries,
     Skipped,
@@ -63,14 +56,14 @@ from lastgood.readers.langgraph.sqlite_listing import (  # noqa: F401 - missing_
     structure_findings,
     valid_columns,
 )
-from lastgood.readers.langgraph.serde import aes_key_from_env, decode_typed, normalize_state
+from lastgood.readers.langgraph.serde import decode_typed
 from lastgood.readers.common.lazy import lazy_module
+from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.langgraph.base import Key, LangGraphReader, is_marker, key_of
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 TOKEN_VERSION = 1
-MMAP_LIMIT = 2**31
 
 # metadata as bytes whatever its SQLite type (TEXT that is not UTF-8 must not fail the scan);
 # rows the validation boundary rejected (lastgood.readers.langgraph.rows) are skipped by rowid.
@@ -130,54 +123,6 @@ ROW_SQL = (
 # --- opening -------------------------------------------------------------------
 
 
-def sqlite_path(url: str) -> Path:
-    """The database path for a plain path, ``file://path`` or ``sqlite:///path`` URL.
-
-    ``sqlite:///rel.db`` is relative (SQLAlchemy style) unless only the
-    absolute ``/rel.db`` exists; ``sqlite:////abs.db`` is absolute.
-    """
-    if url.startswith("sqlite://"):
-        rest = unquote(url[len("sqlite://"):].split("?", 1)[0])
-        if rest.startswith("//"):
-            return Path(rest[1:])
-        relative = Path(rest.lstrip("/"))
-        return relative if relative.exists() or not Path(rest).exists() else Path(rest)
-    if url.startswith("file://"):
-        rest = unquote(url[len("file://"):].split("?", 1)[0])
-        return Path(rest[len("localhost"):] if rest.startswith("localhost/") else rest)
-    if "://" in url:
-        raise ReaderError(f"not a SQLite path or URL: {url}")
-    return Path(url).expanduser()
-
-
-def connect_readonly(path: Path, mmap: bool = False) -> sqlite3.Connection:
-    """A read-only connection that leaves no file behind (StoreNotFound if absent).
-
-    ``mmap`` maps the file when no writer is active (immutable): a full scan
-    walks every blob's overflow pages, and mapped pages skip a copy each.
-    """
-    if not path.is_file():
-        raise StoreNotFound(f"store not found: {path} (no such file)")
-    uri = path.resolve().as_uri() + "?mode=ro" + ("" if is_live(path) else "&immutable=1")
-    try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise ReaderError(f"{path} could not be opened read-only ({exc})") from None
-    try:
-        conn.execute("PRAGMA query_only = 1")
-        if mmap and not is_live(path):
-            conn.execute(f"PRAGMA mmap_size = {min(path.stat().st_size, MMAP_LIMIT)}")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise ReaderError(f"{path} is not a readable SQLite database ({exc})") from None
-    return conn
-
-
-def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
 def _pk_index_hint(conn: sqlite3.Connection, table: str, column: str) -> str:
     """``INDEXED BY <primary-key index>`` when that index holds ``column``, else ''."""
     for _seq, name, _unique, origin, _partial in conn.execute(f"PRAGMA index_list({table})"):
@@ -186,33 +131,24 @@ def _pk_index_hint(conn: sqlite3.Connection, table: str, column: str) -> str:
     return ""
 
 
-def has_header(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            return handle.read(16) == SQLITE_HEADER
-    except OSError:
-        return False
-
-
 # --- the reader -------------------------------------------------------------------
 
 
-class LangGraphSqliteReader(Reader):
+class LangGraphSqliteReader(LangGraphReader):
     """LangGraph SqliteSaver database, read-only."""
 
     name = "langgraph-sqlite"
     description = "LangGraph SqliteSaver database (checkpoints + writes tables)"
+    recovery_class = "lastgood.readers.langgraph.recovery:SqliteRecovery"
+    retention_class = "lastgood.readers.langgraph.retention_sqlite:SqliteRetention"
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(url, storage_options)
         self.path = sqlite_path(url)
-        key = self.storage_options.get("aes_key")
-        self.aes_key: bytes | None = key.encode() if isinstance(key, str) else key
-        if self.aes_key is None:
-            self.aes_key = aes_key_from_env()
+        super().__init__(url, storage_options)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._conn_live = False
+        self._conn_stamp: tuple[Any, ...] | None = None
         self._has_writes = False
         self._task_path = "''"
         self._writes_index = ""
@@ -227,14 +163,8 @@ class LangGraphSqliteReader(Reader):
 
     @classmethod
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
-        try:
-            path = sqlite_path(url)
-            if not path.is_file() or not has_header(path):
-                return False
-            with closing(connect_readonly(path)) as conn:
-                return {"thread_id", "checkpoint_ns"} <= table_columns(conn, "checkpoints")
-        except (ReaderError, StoreNotFound, sqlite3.Error, OSError):
-            return False
+        schema = sqlite_schema(url)
+        return schema is not None and {"thread_id", "checkpoint_ns"} <= schema.get("checkpoints", set())
 
     def close(self) -> None:
         with self._lock:
@@ -246,12 +176,15 @@ class LangGraphSqliteReader(Reader):
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        """The shared connection (reopened when a writer appears or goes away)."""
+        """The shared connection: reopened when a writer appears or goes away, and when the file
+        changed under an immutable one (which would keep reading the file as it was)."""
         with self._lock:
             live = is_live(self.path)
-            if self._conn is None or live != self._conn_live:
+            stamp = None if live else file_stamp(self.path)
+            if self._conn is None or live != self._conn_live or stamp != self._conn_stamp:
                 self.close()
                 self._conn, self._conn_live = connect_readonly(self.path), live
+                self._conn_stamp = stamp
             with _sqlite_errors(self.path):
                 yield self._conn
 
@@ -460,66 +393,45 @@ class LangGraphSqliteReader(Reader):
 
     def _row(self, record: CheckpointRecord) -> tuple[Any, ...]:
         with self._connection() as conn:
-            row = conn.execute(ROW_SQL, _key(record)).fetchone()
+            return self._fetch_row(conn, key_of(record))
+
+    @staticmethod
+    def _fetch_row(conn: sqlite3.Connection, key: Key) -> tuple[Any, ...]:
+        row = conn.execute(ROW_SQL, key).fetchone()
         if row is None:
-            raise CheckpointNotFound(f"checkpoint {record.checkpoint_id} of thread {record.run_id!r} not found")
+            raise CheckpointNotFound(f"checkpoint {key[2]} of thread {key[0]!r} not found")
         return row
 
     def read_blob(self, record: CheckpointRecord) -> bytes:
         return bytes(self._row(record)[1] or b"")
 
-    def load_state(self, record: CheckpointRecord) -> Any:
-        """The checkpoint's channel values: user channels first, messages normalized."""
-        type_, blob, parent_id, metadata = self._row(record)
+    def _session(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._connection()
+
+    def _checkpoint(self, session: sqlite3.Connection, key: Key) -> tuple[Any, Any, str | None]:
+        type_, blob, parent_id, metadata = self._fetch_row(session, key)
         checkpoint = decode_typed(type_, blob, aes_key=self.aes_key)
-        if _is_marker(checkpoint):
-            return checkpoint
-        _require_checkpoint(checkpoint)
-        meta, _problem = parse_metadata(metadata)
-        values = rebuild_delta_values(checkpoint, meta, parent_id, self._ancestor_loader(record))
-        return normalize_state(values)
-
-    def _ancestor_loader(self, record: CheckpointRecord) -> Any:
-        def load(checkpoint_id: str) -> Ancestor | None:
-            key = (record.run_id, record.namespace or "", checkpoint_id)
-            with self._connection() as conn:
-                row = conn.execute(ROW_SQL, key).fetchone()
-            if row is None:
-                return None
-            checkpoint = decode_typed(row[0], row[1], aes_key=self.aes_key)
+        if not is_marker(checkpoint):
             _require_checkpoint(checkpoint)
-            return Ancestor(checkpoint, row[2], self._writes(key))
-        return load
+        return checkpoint, metadata, parent_id
 
-    def pending_writes(self, record: CheckpointRecord) -> list[PendingWrite]:
-        """Decoded writes of the checkpoint; an undecodable value becomes ``{"$undecodable": cause}``."""
-        return self._writes(_key(record))
+    def _task_path_rows(self, session: sqlite3.Connection, run_ids: list[str]) -> list[tuple[Any, ...]]:
+        if not self._has_writes or self._task_path == "''" or not run_ids:
+            return []
+        return session.execute("SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id, task_path FROM writes "
+                               "WHERE thread_id IN (SELECT value FROM json_each(?))",
+                               (json.dumps(run_ids),)).fetchall()
 
-    def _writes(self, key: tuple[str, str, str]) -> list[PendingWrite]:
-        writes = []
-        for task_id, channel, type_, value, task_path, idx in self._write_rows(key):
-            try:
-                decoded = decode_typed(type_, value, aes_key=self.aes_key)
-            except DecodeError as exc:
-                decoded = {"$undecodable": str(exc)}
-            writes.append(PendingWrite(task_id, channel, decoded, idx, task_path or ""))
-        return sort_writes(writes)
-
-    def _write_rows(self, key: tuple[str, str, str]) -> list[tuple[Any, ...]]:
+    def _write_rows(self, session: sqlite3.Connection, key: Key) -> list[tuple[Any, ...]]:
         if not self._has_writes:
             return []
         sql = (f"SELECT task_id, channel, type, value, {self._task_path}, idx FROM writes "
                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?")
-        with self._connection() as conn:
-            return conn.execute(sql, key).fetchall()
+        return session.execute(sql, key).fetchall()
 
     # integrity ------------------------------------------------------------------------------
 
-    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
-        """Findings for each checkpoint: codec and pending errors; with ``read_data`` its blob and writes."""
-        if not read_data:
-            yield from self.check_structure([_key(r) for r in records])
-            return
+    def _check_data(self, records: Iterable[CheckpointRecord]) -> Iterator[Finding]:
         for record in records:
             yield from self._check_one(record)
 
@@ -569,15 +481,16 @@ class LangGraphSqliteReader(Reader):
 
     def _check_one(self, record: CheckpointRecord) -> Iterator[Finding]:
         """Data depth: the checkpoint's blob and every write decoded (never executed)."""
-        where = _key(record)
+        where = key_of(record)
         with self._connection() as conn:
             row = conn.execute(ROW_SQL, where).fetchone()
+            writes = self._write_rows(conn, where) if row is not None else []
         if row is None:
             yield Finding(Check.MISSING, "error", "the checkpoint row no longer exists", *where)
             return
         type_, blob, _parent, _meta = row
         yield from payload_findings("checkpoint", type_, blob, where, self.aes_key, record.checkpoint_id)
-        for task_id, channel, w_type, value, _path, idx in self._write_rows(where):
+        for task_id, channel, w_type, value, _path, idx in writes:
             label = f"pending write {channel!r} (task {task_id}, idx {idx})"
             yield from payload_findings(label, w_type, value, where, self.aes_key, None, channel)
 
@@ -591,14 +504,8 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise ReaderError(f"{path}: SQLite error: {exc}") from exc
 
 
-def _is_marker(value: Any) -> bool:
-    return isinstance(value, dict) and ("$encrypted" in value or "$unloaded" in value)
-
-
 def _require_checkpoint(value: Any) -> None:
     if not isinstance(value, dict) or not isinstance(value.get("channel_values"), dict):
         raise DecodeError("the blob decoded, but it is not a LangGraph checkpoint (no channel_values)")
 
 
-def _key(record: CheckpointRecord) -> tuple[str, str, str]:
-    return record.run_id, record.namespace or "", record.checkpoint_id

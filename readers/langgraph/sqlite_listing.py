@@ -18,8 +18,9 @@ from typing import Any
 
 from lastgood import limits
 from lastgood.checks import Check
-from lastgood.readers.base import Finding
-from lastgood.readers.langgraph.common import CheckpointColumns, metadata_joined, string_array
+from lastgood.readers.base import Finding, Status
+from lastgood.readers.common.columns import string_array
+from lastgood.readers.langgraph.common import CheckpointColumns, metadata_joined
 from lastgood.readers.langgraph.findings import codec_findings, pending_error_finding
 from lastgood.readers.langgraph.rows import NotUtf8, key_arrays, key_problem, row_finding
 from lastgood.readers.langgraph.serde import is_known_type
@@ -79,7 +80,7 @@ def _mark_table(table: pa.Table, missing: Mapping[Key, str]) -> pa.Table:
     for i, key in enumerate(keys):
         if key in missing:
             reason = f"parent checkpoint {missing[key]} is missing"
-            status[i], reasons[i] = "corrupt", f"{reasons[i]}; {reason}" if reasons[i] else reason
+            status[i], reasons[i] = Status.CORRUPT.value, f"{reasons[i]}; {reason}" if reasons[i] else reason
     table = table.set_column(table.schema.get_field_index("status"), "status", string_array(status))
     index = table.schema.get_field_index("status_reason")
     return table.set_column(index, "status_reason", string_array(reasons))

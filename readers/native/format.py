@@ -6,8 +6,10 @@
     <root>/catalog/parts/<name>.parquet compacted catalog entries
     <root>/catalog/pending/<id>.json    a save in progress (removed once committed)
     <root>/catalog/rejected/            tail files with malformed lines, kept by compaction
+    <root>/catalog/epoch.json           rewritten when entries are removed (prune, its undo)
     <root>/heads/<run>.json             per-run head pointer
     <root>/journal/                     write actions (restore, rollback, quarantine, undo)
+    <root>/writes/<thread>/<id>/        pending writes of LangGraph checkpoints (the last section below)
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import functools
 import hashlib
 import json
 import os
+import threading
 import time
 import urllib.parse
 import uuid
 from datetime import UTC, datetime
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -30,7 +34,7 @@ from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
 from lastgood.readers.common import validate
-from lastgood.readers.base import (CHECKPOINT_FIELDS, EVENT_NAMES, CheckpointRecord, Finding, arrow_schema,
+from lastgood.readers.base import (CHECKPOINT_FIELDS, EVENT_NAMES, CheckpointRecord, Finding, Status, arrow_schema,
                                    lazy_schema, rows_table)
 
 if TYPE_CHECKING:
@@ -46,7 +50,11 @@ PENDING = "catalog/pending"
 REJECTED = "catalog/rejected"
 HEADS = "heads"
 JOURNAL = "journal"
-CODECS = ("json", "msgpack")
+CATALOG = "catalog"
+CATALOG_EPOCH = "epoch.json"  # catalog/epoch.json: rewritten when entries are removed (prune, its undo)
+LANGGRAPH_CODEC = "langgraph"  # written by lastgood.langgraph.LastgoodSaver (see the end of this module)
+CODECS = ("json", "msgpack", LANGGRAPH_CODEC)
+WRITER_CODECS = ("json", "msgpack")  # what NativeWriter encodes states with
 KINDS = ("full", "incremental")
 PATCH_TAG = "lastgood_patch"
 
@@ -107,7 +115,7 @@ def encode_payload(value: Any, codec: str) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode()
     if codec == "msgpack":
         return msgpack.packb(value, use_bin_type=True)
-    raise ValueError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})")
+    raise ValueError(f"unknown codec {codec!r} (states are encoded as: {', '.join(WRITER_CODECS)})")
 
 
 def decode_payload(data: bytes, codec: str) -> Any:
@@ -127,6 +135,8 @@ def decode_payload(data: bytes, codec: str) -> Any:
     if codec == "msgpack":
         value = _fast_msgpack(data)
         return _exact_msgpack(data) if value is _EXACT else value
+    if codec == LANGGRAPH_CODEC:
+        return decode_langgraph(data)
     raise DecodeError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})", Check.UNKNOWN_CODEC)
 
 
@@ -356,7 +366,7 @@ def pending_record(marker: dict[str, Any]) -> CheckpointRecord:
         run_id=marker["run_id"], checkpoint_id=marker["checkpoint_id"],
         namespace=marker["namespace"], parent_id=marker["parent_id"],
         step=marker["step"], created_at=started, trigger=marker["trigger"],
-        kind=marker["kind"], status="incomplete",
+        kind=marker["kind"], status=Status.INCOMPLETE,
         status_reason=f"save started {_when(started)} but never committed (no commit marker)",
         agent=marker["agent"], codec=marker["codec"], location=marker["location"],
     )
@@ -383,8 +393,220 @@ def added(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
 
 
 def something_vanished(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """Parts or tail files removed with no new part to hold them: rescan everything."""
+    """Parts or tail files removed with no new part to hold them, or entries removed (a prune or its
+    undo rewrote CATALOG_EPOCH): rescan everything."""
+    if before.get("epoch", {}) != after.get("epoch", {}):
+        return True
     gone = any(n not in after.get(k, {}) for k in ("parts", "tail") for n in before.get(k, {}))
     gone_pending = any(n not in after["pending"] for n in before.get("pending", {}))
     grew = bool(added(before.get("parts", {}), after["parts"]))
     return (gone and not grew) or (gone_pending and not after["tail"] and not grew)
+
+
+# ---- LangGraph checkpoints (lastgood.langgraph.LastgoodSaver; docs/format.md "LangGraph checkpointer") ----
+#
+# A LangGraph thread is a run (run_id = thread_id, namespace = checkpoint_ns), a checkpoint keeps
+# LangGraph's uuid6 id. Its blob is LangGraph's own serialization of the checkpoint, codec
+# "langgraph": a msgpack map {"langgraph": 1, "type": <serde type>, "data": <bytes>} (the (type, bytes)
+# pair of ``serde.dumps_typed``), decoded here by Lastgood's safe LangGraph decoder (never imports or
+# calls anything named in the data). Pending writes live beside the catalog, one file per
+# ``put_writes`` call (the file is its own commit marker and carries the sha256 of its body):
+#
+#   <root>/catalog/tail/<thread>@<checkpoint>.jsonl   one commit marker per checkpoint (a fixed name:
+#                                                     looked up without listing)
+#   <root>/blobs/<thread>/<checkpoint>.<sha16>.lg     the checkpoint, immutable
+#   <root>/writes/<thread>/<checkpoint>/<seq>.lgw     pending writes of the checkpoint
+#
+# where <thread> is <run>[@<namespace>] and each of <run>, <namespace>, <checkpoint> is
+# :func:`key_segment` of the id.
+
+WRITES = "writes"
+LG_TAG = "langgraph"
+LG_WRITES_TAG = "langgraph_writes"
+LG_BLOB_SUFFIX = ".lg"
+LG_WRITES_SUFFIX = ".lgw"
+LONG_SEGMENT = 64
+_WRITES_CLOCK = [0]
+_WRITES_LOCK = threading.Lock()
+
+
+def key_segment(value: str) -> str:
+    """An id as one short path segment: quoted (:func:`quote_name`), or ``=`` and 40 hex digits of its
+    sha256 when the quoted form is longer than LONG_SEGMENT (``=`` never appears in a quoted id)."""
+    quoted = quote_name(value)
+    if len(quoted) <= LONG_SEGMENT:
+        return quoted
+    return "=" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def thread_folder(run_id: str, namespace: str = "") -> str:
+    """``<run>`` or ``<run>@<namespace>`` (segments, see :func:`key_segment`)."""
+    return key_segment(run_id) + (f"@{key_segment(namespace)}" if namespace else "")
+
+
+def langgraph_tail_name(run_id: str, namespace: str, checkpoint_id: str) -> str:
+    """The commit marker of one LangGraph checkpoint: ``<thread>@<checkpoint>.jsonl``."""
+    return f"{thread_folder(run_id, namespace)}@{key_segment(checkpoint_id)}.jsonl"
+
+
+def langgraph_tail_parts(name: str) -> tuple[str, str | None, str] | None:
+    """(run segment, namespace segment or None, checkpoint segment) of a LangGraph commit marker's
+    name; None for any other tail file (NativeWriter's names hold no ``@``)."""
+    if not name.endswith(".jsonl"):
+        return None
+    parts = name[:-len(".jsonl")].split("@")
+    if len(parts) == 2:
+        return parts[0], None, parts[1]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    return None
+
+
+def langgraph_blob_location(run_id: str, namespace: str, checkpoint_id: str, checksum: str) -> str:
+    digest = checksum.partition(":")[2][:16]
+    return f"{BLOBS}/{thread_folder(run_id, namespace)}/{key_segment(checkpoint_id)}.{digest}{LG_BLOB_SUFFIX}"
+
+
+def langgraph_writes_folder(run_id: str, namespace: str, checkpoint_id: str) -> str:
+    return f"{WRITES}/{thread_folder(run_id, namespace)}/{key_segment(checkpoint_id)}"
+
+
+def langgraph_writes_name() -> str:
+    """A new writes file's name: nanoseconds (increasing within a process) and 8 random hex digits;
+    files of one checkpoint are applied in name order."""
+    with _WRITES_LOCK:
+        now = _WRITES_CLOCK[0] = max(time.time_ns(), _WRITES_CLOCK[0] + 1)
+    return f"{now:020d}-{os.urandom(4).hex()}{LG_WRITES_SUFFIX}"
+
+
+def encode_langgraph(type_: str | None, data: bytes) -> bytes:
+    """The blob of a LangGraph checkpoint from ``serde.dumps_typed(checkpoint)``."""
+    return msgpack.packb({LG_TAG: 1, "type": type_, "data": data}, use_bin_type=True)
+
+
+def langgraph_typed(blob: bytes) -> tuple[str | None, bytes]:
+    """The (serde type, bytes) pair a LangGraph blob holds; DecodeError when it is not one."""
+    try:
+        value = msgpack.unpackb(blob, raw=False, strict_map_key=False)
+    except Exception as exc:  # noqa: BLE001 - any malformed input: one message
+        raise DecodeError(f"langgraph blob does not decode: {str(exc)[:200]}") from None
+    if (not isinstance(value, dict) or value.get(LG_TAG) != 1 or not isinstance(value.get("data"), bytes)
+            or not isinstance(value.get("type"), (str, type(None)))):
+        raise DecodeError('not a LangGraph checkpoint blob (expected {"langgraph": 1, "type", "data"})')
+    return value["type"], value["data"]
+
+
+def decode_langgraph(blob: bytes) -> Any:
+    """The checkpoint as plain data (``{v, id, ts, channel_values, channel_versions, versions_seen, …}``),
+    decoded by Lastgood's safe LangGraph decoder: extension types become tagged plain dicts, nothing
+    named in the data is imported or called, pickles are never loaded, ``msgpack+aes`` is decrypted
+    only with ``LANGGRAPH_AES_KEY`` (else an ``{"$encrypted": …}`` marker)."""
+    from lastgood.readers.langgraph.serde import aes_key_from_env, decode_typed
+
+    type_, data = langgraph_typed(blob)
+    return decode_typed(type_, data, aes_key=aes_key_from_env())
+
+
+@dataclass(frozen=True, slots=True)
+class LangGraphWrite:
+    """One stored pending write, still serialized (``type``/``data`` from ``serde.dumps_typed``)."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str | None
+    data: bytes
+
+
+def encode_langgraph_writes(task_id: str, task_path: str, rows: list[tuple[int, str, str | None, bytes]],
+                            replace: bool) -> bytes:
+    """One ``put_writes`` call as a file: rows ``(idx, channel, type, data)``; ``replace`` (every write
+    special: error, interrupt, …) makes its rows replace earlier ones of the same (task, idx), as
+    LangGraph's savers do; other rows never replace."""
+    body = msgpack.packb([list(row) for row in rows], use_bin_type=True)
+    return msgpack.packb({LG_WRITES_TAG: 1, "task_id": task_id, "task_path": task_path, "replace": replace,
+                          "sha256": hashlib.sha256(body).hexdigest(), "writes": body}, use_bin_type=True)
+
+
+def parse_langgraph_writes(data: bytes, name: str) -> tuple[bool, list[LangGraphWrite]]:
+    """(replace, rows) of one writes file, its sha256 checked; DecodeError names what is wrong."""
+    try:
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as exc:  # noqa: BLE001
+        raise DecodeError(f"{name}: writes file does not decode: {str(exc)[:200]}") from None
+    if not isinstance(value, dict) or value.get(LG_WRITES_TAG) != 1 or not isinstance(value.get("writes"), bytes):
+        raise DecodeError(f"{name}: not a LangGraph writes file")
+    body = value["writes"]
+    if hashlib.sha256(body).hexdigest() != value.get("sha256"):
+        raise DecodeError(f"{name}: sha256 mismatch: the writes file was changed or damaged", Check.SHA256_MISMATCH)
+    task_id, task_path = value.get("task_id"), value.get("task_path") or ""
+    if not isinstance(task_id, str) or not isinstance(task_path, str):
+        raise DecodeError(f"{name}: malformed writes (task id or path)")
+    try:
+        rows = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        writes = [LangGraphWrite(task_id, task_path, idx, channel, type_, payload)
+                  for idx, channel, type_, payload in rows]
+    except Exception as exc:  # noqa: BLE001
+        raise DecodeError(f"{name}: malformed writes: {str(exc)[:200]}") from None
+    if not all(
+            isinstance(w.idx, int) and isinstance(w.channel, str) and isinstance(w.data, bytes)
+            and isinstance(w.type, (str, type(None))) for w in writes):
+        raise DecodeError(f"{name}: malformed writes")
+    return bool(value.get("replace")), writes
+
+
+def merge_langgraph_writes(files: Iterable[tuple[bool, list[LangGraphWrite]]]) -> list[LangGraphWrite]:
+    """The pending writes of a checkpoint from its files in name order: one per (task, idx), the
+    first one unless a later file replaces it; sorted like LangGraph (task_path, task_id, idx)."""
+    merged: dict[tuple[str, int], LangGraphWrite] = {}
+    for replace, rows in files:
+        for write in rows:
+            key = (write.task_id, write.idx)
+            if replace or key not in merged:
+                merged[key] = write
+    return sorted(merged.values(), key=lambda w: (w.task_path, w.task_id, w.idx))
+
+
+RESUME_ACTIONS = ("restore", "rollback")  # journal actions that send a thread back to a checkpoint
+
+
+def head_note(head: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``note`` a recovery action left on a head pointer (``{}`` when there is none)."""
+    note = head.get("note") if head else None
+    return note if isinstance(note, dict) else {}
+
+
+def writes_time(name: str) -> int | None:
+    """When a writes file was written (nanoseconds since the epoch, from its name), or None."""
+    stamp = name.split("-", 1)[0]
+    return int(stamp) if stamp.isdigit() else None
+
+
+def langgraph_resume_times(entries: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], int]:
+    """When each checkpoint last became its thread's head through a restore or rollback (nanoseconds
+    since the epoch), from journal entries. The writes recorded against such a checkpoint before
+    then belong to the timeline the action abandoned: a graph resuming from it runs those tasks again
+    (as after LangGraph's own fork), so they are not its pending writes."""
+    out: dict[tuple[str, str, str], int] = {}
+    for entry in entries:
+        target = entry.get("new_head")
+        if entry.get("action") not in RESUME_ACTIONS or not isinstance(target, str):
+            continue
+        when = time_ns(entry.get("time"))
+        if when is not None:
+            key = (str(entry.get("run_id")), str(entry.get("namespace") or ""), target)
+            out[key] = max(out.get(key, 0), when)
+    return out
+
+
+def time_ns(value: Any) -> int | None:
+    """An ISO 8601 time as nanoseconds since the epoch (None when it is not one)."""
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000

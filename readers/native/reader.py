@@ -24,10 +24,13 @@ from lastgood.readers.native import format as nf
 from lastgood.readers.native import structure as native_structure
 from lastgood.readers.common import validate
 from lastgood.readers.base import (
+    Status,
     CheckpointRecord,
+    backend_named,
     Finding,
     HeadRecord,
     ParquetSource,
+    PendingWrite,
     Reader,
     Scan,
     checkpoints_table,
@@ -41,6 +44,8 @@ from lastgood.readers.native.profile import part_profile
 if TYPE_CHECKING:  # pyarrow is imported when something is listed (a reopen lists nothing new)
     import pyarrow as pa
 
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
+
 MAX_CHAIN = limits.MAX_CHAIN
 STATE_CACHE_SIZE = 256
 REFUSED = (UnsafePath, NotAFile, TooLarge)
@@ -49,6 +54,7 @@ REFUSED = (UnsafePath, NotAFile, TooLarge)
 class NativeReader(Reader):
     name = "native"
     description = "Lastgood's own checkpoint store on any fsspec URL"
+    fs: Any  # the store's fsspec filesystem (capability: blob files)
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
@@ -87,6 +93,16 @@ class NativeReader(Reader):
 
     def _path(self, relative: str) -> str:
         return safe_join(self.root, relative)
+
+    def blob_path(self, location: str) -> str:
+        """The path of a blob (a record's ``location``) on ``fs``; refuses one leaving the store."""
+        return self._path(location)
+
+    def recovery(self) -> RecoveryBackend:
+        return backend_named("lastgood.readers.native.recovery:NativeRecovery", self)
+
+    def retention(self) -> RetentionBackend:
+        return backend_named("lastgood.readers.native.retention:NativeRetention", self)  # type: ignore[return-value]
 
     # ---- listing -------------------------------------------------------------
 
@@ -161,6 +177,7 @@ class NativeReader(Reader):
             "tail": self._stamps(nf.TAIL, ".jsonl"),
             "pending": self._stamps(nf.PENDING, ".json"),
             "heads": self._stamps(nf.HEADS, ".json"),
+            "epoch": self._stamps(nf.CATALOG, nf.CATALOG_EPOCH),
         }
 
     def _stamps(self, folder: str, suffix: str) -> dict[str, str]:
@@ -280,11 +297,12 @@ class NativeReader(Reader):
         return checkpoints_table(records)
 
     def _heads(self, names: list[str], findings: list[Finding]) -> list[HeadRecord]:
+        fetched = self._fetch_small(sorted(f"{nf.HEADS}/{name}" for name in names))
         heads = []
         for name in sorted(names):
             relative = f"{nf.HEADS}/{name}"
             try:
-                data = self._read(relative, limits.MAX_SMALL_FILE_BYTES)
+                data = fetched[relative] if relative in fetched else self._read(relative, limits.MAX_SMALL_FILE_BYTES)
                 run_id, cid, namespace = validate.native_head(validate.json_object(data, relative))
             except FileNotFoundError:
                 continue
@@ -293,6 +311,20 @@ class NativeReader(Reader):
                 continue
             heads.append(HeadRecord(run_id, cid, namespace))
         return heads
+
+    def _fetch_small(self, relatives: list[str]) -> dict[str, bytes]:
+        """Small store files of an object store fetched at once (one multi-path ``cat``: the requests
+        go out together, not one after another); local files are read one by one by the caller,
+        through the link-refusing open. A file not fetched here is read the usual way."""
+        if is_local(self.fs) or len(relatives) < 2:
+            return {}
+        paths = {self._path(r): r for r in relatives}
+        try:
+            blobs = self.fs.cat(list(paths), on_error="omit")
+        except Exception:  # noqa: BLE001 - a batch that fails is read one by one, with the usual errors
+            return {}
+        return {paths.get(p, p): data for p, data in blobs.items()
+                if isinstance(data, bytes) and len(data) <= limits.MAX_SMALL_FILE_BYTES}
 
     # ---- one checkpoint ------------------------------------------------------
 
@@ -318,7 +350,63 @@ class NativeReader(Reader):
 
     def load_state(self, record: CheckpointRecord) -> Any:
         ref = _ref(record.checkpoint_id, record.location, record.codec, record.checksum, record.kind)
-        return self._state(ref, record.size_bytes)
+        state = self._state(ref, record.size_bytes)
+        if record.codec == nf.LANGGRAPH_CODEC:
+            return self._langgraph_state(record, state)
+        return state
+
+    # ---- LangGraph checkpoints (lastgood.langgraph.LastgoodSaver; format.py's last section) -----------
+
+    def _langgraph_state(self, record: CheckpointRecord, checkpoint: Any) -> Any:
+        """The channel values of a LangGraph checkpoint as the LangGraph readers show them: user
+        channels first, messages normalized, DeltaChannels rebuilt from the writes of ancestors."""
+        from lastgood.readers.langgraph.delta import rebuild_delta_values
+        from lastgood.readers.langgraph.serde import normalize_state
+
+        if not isinstance(checkpoint, dict) or "$encrypted" in checkpoint:
+            return checkpoint
+        entries = _LangGraphEntries(self, record.run_id, record.namespace)
+        meta, parent = dict(record.metadata or {}), record.parent_id
+        if not meta:  # a bare record (a head pointer's): the catalog entry has them
+            entry = entries.get(record.checkpoint_id)
+            if entry is not None:
+                meta, parent = _json_object(entry.get("metadata")), entry.get("parent_id")
+        return normalize_state(rebuild_delta_values(checkpoint, meta, parent, entries.ancestor))
+
+    def _langgraph_write_rows(self, run_id: str, namespace: str, checkpoint_id: str,
+                              resumed: _LangGraphEntries | None = None) -> list[nf.LangGraphWrite]:
+        """The stored writes of one LangGraph checkpoint, merged as LangGraph's savers do (each file's
+        sha256 checked: DecodeError). ``resumed`` (the thread's entries): without the writes a restore or
+        rollback made void (recorded before it sent the thread back to this checkpoint:
+        format.langgraph_resume_times), as the saver leaves them out."""
+        folder = nf.langgraph_writes_folder(run_id, namespace, checkpoint_id)
+        try:
+            names = sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self._path(folder), detail=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        if resumed is not None and names and (since := resumed.resume_times().get(checkpoint_id)):
+            names = [n for n in names if (nf.writes_time(n) or since) >= since]
+        files = []
+        for name in names:
+            if not name.endswith(nf.LG_WRITES_SUFFIX) or is_temp_name(name):
+                continue
+            try:
+                data = self._read(f"{folder}/{name}", blob_limit(None))
+            except FileNotFoundError:
+                continue
+            except REFUSED as exc:
+                raise DecodeError(f"{folder}/{name} refused: {exc}", _refusal_check(exc)) from None
+            files.append(nf.parse_langgraph_writes(data, f"{folder}/{name}"))
+        return nf.merge_langgraph_writes(files)
+
+    def pending_writes(self, record: CheckpointRecord) -> list[PendingWrite]:
+        """Writes stored against a LangGraph checkpoint (``writes/``), values decoded safely; an
+        undecodable value becomes ``{"$undecodable": cause}``. Other checkpoints have none."""
+        if record.codec != nf.LANGGRAPH_CODEC:
+            return []
+        thread = _LangGraphEntries(self, record.run_id, record.namespace)
+        return _decoded_writes(self._langgraph_write_rows(record.run_id, record.namespace, record.checkpoint_id,
+                                                          resumed=thread))
 
     def _state(self, ref: dict[str, Any], size: int | None = None) -> Any:
         """The state at ``ref``: walk parents back (iteratively) to a full or cached
@@ -487,7 +575,32 @@ class NativeReader(Reader):
 
     def _blob_sizes(self, records: list[CheckpointRecord]) -> dict[str, Size]:
         """Sizes of the blobs these records name (or why a blob is refused): one
-        listing per folder they live in. Nothing is opened."""
+        listing per folder they live in. Nothing is opened. Blobs a data check has
+        already fetched whole (its view of ``fs`` has ``held_size``) need no listing."""
+        held, records = self._held_sizes(records)
+        if not records:
+            return held
+        return {**self._listed_sizes(records), **held}
+
+    def _held_sizes(self, records: list[CheckpointRecord]) -> tuple[dict[str, Size], list[CheckpointRecord]]:
+        """(sizes of the blobs in memory, the records whose blobs are not)."""
+        held_size = getattr(self.fs, "held_size", None)
+        if held_size is None:
+            return {}, records
+        sizes: dict[str, Size] = {}
+        rest = []
+        for record in records:
+            try:
+                size = held_size(self._path(record.location)) if record.location else None
+            except UnsafePath:
+                size = None
+            if size is None:
+                rest.append(record)
+            else:
+                sizes[posixpath.normpath(record.location)] = size
+        return sizes, rest
+
+    def _listed_sizes(self, records: list[CheckpointRecord]) -> dict[str, Size]:
         folders = {posixpath.dirname(posixpath.normpath(r.location)) for r in records
                    if r.location and not _leaves_root(r.location)}
         if len(folders) * 4 > len(records):  # few records per folder: ask for each blob
@@ -525,7 +638,7 @@ class NativeReader(Reader):
 
     def _catalog_problem(self, record: CheckpointRecord) -> tuple[Check, str] | None:
         """What the catalog entry alone shows is wrong (no blob file looked at)."""
-        if record.status == "incomplete":
+        if record.status == Status.INCOMPLETE:
             return (Check.INCOMPLETE, record.status_reason or "save never committed")
         if not record.location:
             return (Check.BLOB_MISSING, "catalog entry names no blob")
@@ -554,14 +667,124 @@ class NativeReader(Reader):
 
     def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
         """Re-hash, decode and replay: ``load_state`` checks each blob it reads against
-        its sha256 (a state in the cache was checked when it was read)."""
+        its sha256 (a state in the cache was checked when it was read); a LangGraph checkpoint's
+        writes files too."""
         try:
             self.load_state(record)
+            if record.codec == nf.LANGGRAPH_CODEC:
+                yield from self._langgraph_findings(record)
         except DecodeError as exc:
             yield _finding(record, exc.check, str(exc))
 
+    def _langgraph_findings(self, record: CheckpointRecord) -> list[Finding]:
+        """What the LangGraph readers report of a checkpoint's payload and its writes (pickles never
+        loaded, types LangGraph would import named, encrypted payloads, failed tasks' errors)."""
+        from lastgood.readers.langgraph.findings import payload_findings
+        from lastgood.readers.langgraph.serde import aes_key_from_env
+
+        where, key = (record.run_id, record.namespace, record.checkpoint_id), aes_key_from_env()
+        type_, data = nf.langgraph_typed(self.read_blob(record))
+        found = list(payload_findings("checkpoint", type_, data, where, key, expected_id=record.checkpoint_id))
+        for write in self._langgraph_write_rows(record.run_id, record.namespace, record.checkpoint_id):
+            found += payload_findings(f"write {write.channel!r} of task {write.task_id}", write.type, write.data,
+                                      where, key, channel=write.channel)
+        return found
+
 
 # ---- helpers ------------------------------------------------------------------
+
+class _LangGraphEntries:
+    """Catalog entries of one LangGraph thread and namespace, looked up by checkpoint id: the
+    checkpoint's own commit marker (a fixed name, no listing), else the compacted parts (read once)."""
+
+    def __init__(self, reader: NativeReader, run_id: str, namespace: str) -> None:
+        self.reader, self.run_id, self.namespace = reader, run_id, namespace
+        self._parts: dict[str, dict[str, Any]] | None = None
+        self._resumed: dict[str, int] | None = None
+
+    def resume_times(self) -> dict[str, int]:
+        """When a restore or rollback last made each checkpoint of the thread its head (nanoseconds): from
+        the journal, and from the head itself (its journal entry is written just after it)."""
+        if self._resumed is None:
+            backend = self.reader.recovery()
+            times = {key[2]: when for key, when in nf.langgraph_resume_times(backend.journal_entries()).items()
+                     if key[:2] == (self.run_id, self.namespace)}
+            head = backend.head_record(self.run_id, self.namespace) or {}  # type: ignore[attr-defined]
+            moved = nf.time_ns(head.get("updated_at"))
+            if isinstance(head.get("checkpoint_id"), str) and nf.head_note(head).get("action") in nf.RESUME_ACTIONS \
+                    and moved:
+                times[head["checkpoint_id"]] = max(times.get(head["checkpoint_id"], 0), moved)
+            self._resumed = times
+        return self._resumed
+
+    def get(self, checkpoint_id: str) -> dict[str, Any] | None:
+        name = nf.langgraph_tail_name(self.run_id, self.namespace, checkpoint_id)
+        try:
+            data = self.reader._read(f"{nf.TAIL}/{name}", limits.MAX_CATALOG_FILE_BYTES)
+        except (FileNotFoundError, *REFUSED):
+            return self._in_parts().get(checkpoint_id)
+        for entry in nf.parse_tail_file(name, data, []):
+            if (entry["run_id"], entry["namespace"], entry["checkpoint_id"]) == (
+                    self.run_id, self.namespace, checkpoint_id):
+                return entry
+        return self._in_parts().get(checkpoint_id)
+
+    def _in_parts(self) -> dict[str, dict[str, Any]]:
+        if self._parts is None:
+            self._parts = {}
+            for name in sorted(self.reader._stamps(nf.PARTS, ".parquet")):
+                try:
+                    table = nf.read_part(_pa_reader(self.reader._read(f"{nf.PARTS}/{name}",
+                                                                     limits.MAX_CATALOG_FILE_BYTES)))
+                except (FileNotFoundError, *REFUSED):
+                    continue
+                for row in table.to_pylist():
+                    if row["run_id"] == self.run_id and (row["namespace"] or "") == self.namespace:
+                        self._parts[row["checkpoint_id"]] = row
+        return self._parts
+
+    def ancestor(self, checkpoint_id: str) -> Any:
+        """``lastgood.readers.langgraph.delta.Ancestor`` of ``checkpoint_id``, or None when it is not listed."""
+        from lastgood.readers.langgraph.delta import Ancestor
+
+        entry = self.get(checkpoint_id)
+        if entry is None or entry.get("codec") != nf.LANGGRAPH_CODEC:
+            return None
+        ref = _ref(checkpoint_id, entry.get("location"), entry.get("codec"), entry.get("checksum"), entry.get("kind"))
+        checkpoint = self.reader._state(ref, entry.get("size_bytes"))
+        if not isinstance(checkpoint, dict) or "$encrypted" in checkpoint:
+            raise DecodeError(f"ancestor {checkpoint_id} cannot be decoded here (encrypted without the key)")
+        writes = _decoded_writes(self.reader._langgraph_write_rows(self.run_id, self.namespace, checkpoint_id,
+                                                                   resumed=self))
+        return Ancestor(checkpoint, entry.get("parent_id"), writes)
+
+
+def _pa_reader(data: bytes) -> Any:
+    import pyarrow as pa
+
+    return pa.BufferReader(data)
+
+
+def _json_object(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _decoded_writes(rows: list[nf.LangGraphWrite]) -> list[PendingWrite]:
+    from lastgood.readers.langgraph.serde import aes_key_from_env, decode_typed
+
+    key, writes = aes_key_from_env(), []
+    for row in rows:
+        try:
+            value = decode_typed(row.type, row.data, aes_key=key)
+        except DecodeError as exc:
+            value = {"$undecodable": str(exc)}
+        writes.append(PendingWrite(row.task_id, row.channel, value, row.idx, row.task_path))
+    return writes
+
 
 def _ref(cid: str, location: str | None, codec: str | None, checksum: str | None,
          kind: str | None) -> dict[str, Any]:
@@ -628,8 +851,8 @@ def _cid(ref: Mapping[str, Any]) -> str:
 
 
 def _walk_ahead_worth(rows: int) -> bool:
-    """A listing this big whose blob files the index walks (native_structure.auto_walk_entries)."""
-    return native_structure.WALK_AHEAD_ROWS <= rows <= native_structure.auto_walk_entries()
+    """A listing this big whose blob files the index walks (lastgood.limits.auto_walk_entries)."""
+    return native_structure.WALK_AHEAD_ROWS <= rows <= limits.auto_walk_entries()
 
 
 class _HeadsAhead:
@@ -699,6 +922,6 @@ def _as_checkpoints(entries: pa.Table) -> pa.Table:
     schema = lazy_schema("CHECKPOINT_SCHEMA")
     n = entries.num_rows
     columns = {name: entries.column(name) for name in nf.ENTRY_NAMES}
-    columns["status"] = pa.array(["ok"] * n, pa.string())
+    columns["status"] = pa.array([Status.OK.value] * n, pa.string())
     columns["status_reason"] = pa.nulls(n, pa.string())
     return pa.table([columns[name] for name in schema.names], schema=schema)

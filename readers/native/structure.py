@@ -23,20 +23,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lastgood.errors import UsageError
 from lastgood.readers.native import format as nf
-from lastgood.readers.base import CheckpointRecord, ParquetSource
+from lastgood.readers.base import CheckpointRecord, ParquetSource, Status, sql_statuses
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 # a refresh walks the blob files of stores of at most this many checkpoints; beyond, the catalog-level
-# checks only (blob checks pending until `lastgood verify STORE`); LASTGOOD_AUTO_WALK_ENTRIES overrides it
-AUTO_WALK_ENTRIES = 100_000
+# checks only (blob checks pending until `lastgood verify STORE`): lastgood.limits.auto_walk_entries
 WALK_AHEAD_ROWS = 50_000  # a listing this big starts the blob walk right away (WalkAhead)
 WALK_AHEAD_SECONDS = 120.0  # a walk older than this is not used
 WALK_DEPTH = 32  # folder levels under blobs/ walked; deeper blobs are checked one by one
 MEMORY_LIMIT = "256MB"  # DuckDB spills beyond this: the check stays well inside the RSS target
+_OK, _INCOMPLETE = sql_statuses(Status.OK), sql_statuses(Status.INCOMPLETE)
 ENTRY_COLUMNS = ("run_id", "namespace", "checkpoint_id", "step", "kind", "status", "status_reason",
                  "size_bytes", "codec", "location")
 Key = tuple[str, str, str]
@@ -62,15 +61,6 @@ class Blobs:
             self.folders.append(folder)
             self.names.append("/".join(names))
             self.sizes.append("/".join(map(str, sizes)))
-
-
-def auto_walk_entries() -> int:
-    """:data:`AUTO_WALK_ENTRIES`, or ``LASTGOOD_AUTO_WALK_ENTRIES`` (0: never walk on a refresh)."""
-    raw = os.environ.get("LASTGOOD_AUTO_WALK_ENTRIES", "").strip()
-    try:
-        return max(0, int(raw)) if raw else AUTO_WALK_ENTRIES
-    except ValueError:
-        raise UsageError(f"LASTGOOD_AUTO_WALK_ENTRIES must be a number of checkpoints, not {raw!r}") from None
 
 
 def walk_local(root: str) -> Blobs:
@@ -192,14 +182,14 @@ class CatalogEntries:
         if len(batches) == 1 and isinstance(batches[0], ParquetSource):  # one compacted part: read in place
             paths = ", ".join("'" + path.replace("'", "''") + "'" for path in batches[0].paths)
             self.con.execute(f"""CREATE VIEW entries AS SELECT {', '.join(ENTRY_COLUMNS)} FROM (
-                SELECT * REPLACE (coalesce(namespace, '') AS namespace), 'ok' AS status,
+                SELECT * REPLACE (coalesce(namespace, '') AS namespace), {_OK} AS status,
                        NULL::VARCHAR AS status_reason FROM read_parquet([{paths}]))""")
             return int(self.con.execute("SELECT count(*) FROM entries").fetchall()[0][0])
         selects, params = [], {}
         for number, batch in enumerate(batches):
             if isinstance(batch, ParquetSource):
                 params[f"p{number}"] = list(batch.paths)
-                source = f"(SELECT *, 'ok' AS status, NULL::VARCHAR AS status_reason FROM read_parquet($p{number}))"
+                source = f"(SELECT *, {_OK} AS status, NULL::VARCHAR AS status_reason FROM read_parquet($p{number}))"
             else:
                 self.con.register(f"batch{number}", batch.select(list(ENTRY_COLUMNS)))
                 source = f"batch{number}"
@@ -207,8 +197,8 @@ class CatalogEntries:
         columns = ", ".join(ENTRY_COLUMNS)
         union = " UNION ALL ".join(selects) or f"SELECT {', '.join('NULL' for _ in ENTRY_COLUMNS)}, 0 WHERE false"
         # one batch is one file (a part keeps its rows as the index does): no duplicates to drop
-        once = "" if len(selects) < 2 else """QUALIFY row_number() OVER (PARTITION BY run_id, namespace,
-            checkpoint_id ORDER BY status = 'incomplete', ord DESC) = 1"""
+        once = "" if len(selects) < 2 else f"""QUALIFY row_number() OVER (PARTITION BY run_id, namespace,
+            checkpoint_id ORDER BY status = {_INCOMPLETE}, ord DESC) = 1"""
         self.con.execute(f"""CREATE TABLE entries AS
             SELECT {columns} FROM (SELECT * REPLACE (coalesce(namespace, '') AS namespace) FROM ({union}))
             {once}""", params)
@@ -241,7 +231,7 @@ class CatalogEntries:
                              unnest($s::VARCHAR[]) AS sizes)""",
                              {"f": blobs.folders, "n": blobs.names, "s": blobs.sizes})
             join = "LEFT JOIN blobs b ON b.path = e.location"
-            where.append("""NOT coalesce(e.status <> 'incomplete' AND e.codec IN (SELECT unnest($codecs))
+            where.append(f"""NOT coalesce(e.status <> {_INCOMPLETE} AND e.codec IN (SELECT unnest($codecs))
                 AND b.path IS NOT NULL AND strpos(e.location, '\\') = 0
                 AND (e.size_bytes IS NULL OR e.size_bytes = b.size), false)""")
             params["codecs"] = list(nf.CODECS)
@@ -259,7 +249,7 @@ class CatalogEntries:
         not looked at): a save never committed, an unknown codec, no location, or one that
         is not a plain relative path under ``blobs/`` (the reader judges those one by one)."""
         sql = f"""SELECT {', '.join(ENTRY_COLUMNS)} FROM entries
-                  WHERE NOT coalesce(status <> 'incomplete' AND codec IN (SELECT unnest($codecs))
+                  WHERE NOT coalesce(status <> {_INCOMPLETE} AND codec IN (SELECT unnest($codecs))
                         AND {PLAIN_LOCATION_SQL}, false)
                   ORDER BY run_id, namespace, step, checkpoint_id"""
         rows = self.con.execute(sql, {"codecs": list(nf.CODECS)}).fetchall()
@@ -269,5 +259,5 @@ class CatalogEntries:
 def _record(row: tuple[Any, ...]) -> CheckpointRecord:
     run_id, namespace, cid, step, kind, status, reason, size, codec, location = row
     return CheckpointRecord(run_id=run_id, checkpoint_id=cid, namespace=namespace or "", step=step,
-                            kind=kind or "full", status=status or "ok", status_reason=reason,
+                            kind=kind or "full", status=status or Status.OK, status_reason=reason,
                             size_bytes=size, codec=codec, location=location)

@@ -24,9 +24,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lastgood.errors import StoreNotFound
+from lastgood import limits
+from lastgood.errors import ConflictError, NotAFile, StoreNotFound, TooLarge, UnsafePath
 from lastgood.readers.native import format as nf
-from lastgood.readers.common.fsutil import atomic_write, full_fs, is_local, is_temp_name, open_fs, safe_join
+from lastgood.readers.common.fsutil import (atomic_write, full_fs, is_local, is_temp_name, open_fs, read_bounded,
+                                            real_root, safe_join)
 from lastgood.readers.common.jsonpatch import make_patch
 
 DEFAULT_FULL_EVERY = 10
@@ -92,8 +94,8 @@ class NativeWriter:
         full_every: int = DEFAULT_FULL_EVERY,
         create: bool = True,
     ) -> None:
-        if codec not in nf.CODECS:
-            raise ValueError(f"unknown codec {codec!r} (known: {', '.join(nf.CODECS)})")
+        if codec not in nf.WRITER_CODECS:
+            raise ValueError(f"unknown codec {codec!r} (known: {', '.join(nf.WRITER_CODECS)})")
         self.url = url
         self.codec = codec
         self.full_every = max(1, full_every)
@@ -144,7 +146,7 @@ class NativeWriter:
         """
         entries, heads = [], {}
         for request in requests:
-            entry, payload, head = self._prepare(request)
+            entry, payload, head = self._prepare(request, check=(request.run_id, request.namespace) not in heads)
             atomic_write(self.fs, self._path(entry["location"]), payload, durable=False)
             entries.append(entry)
             heads[(request.run_id, request.namespace)] = (entry, head)
@@ -158,9 +160,9 @@ class NativeWriter:
             self._write_head(entry)
         return [_saved(e) for e in entries]
 
-    def _prepare(self, request: SaveRequest) -> tuple[dict[str, Any], bytes, _Head]:
+    def _prepare(self, request: SaveRequest, check: bool = True) -> tuple[dict[str, Any], bytes, _Head]:
         key = (request.run_id, request.namespace)
-        parent = self._heads.get(key) or self._load_head(*key)
+        parent = self._current_parent(*key) if check else self._heads.get(key)
         snapshot = nf.decode_payload(nf.encode_payload(request.state, self.codec), self.codec)
         kind = self._choose_kind(request.kind, parent)
         cid = request.checkpoint_id or nf.new_checkpoint_id()
@@ -207,9 +209,35 @@ class NativeWriter:
     def head(self, run_id: str, namespace: str = "") -> dict[str, Any] | None:
         """The run's head pointer (checkpoint id, step, blob), or None."""
         try:
-            return json.loads(self.fs.cat_file(self._head_path(run_id, namespace)))
+            data = read_bounded(self.fs, self._head_path(run_id, namespace), limits.MAX_SMALL_FILE_BYTES,
+                                real_root(self.fs, self.root))
         except FileNotFoundError:
             return None
+        except (UnsafePath, NotAFile, TooLarge) as exc:
+            raise StoreNotFound(f"the head of run {run_id!r} cannot be read: {exc}") from None
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return None  # a damaged head: the run resumes as a new one; the reader reports it
+        return value if isinstance(value, dict) else None
+
+    def _current_parent(self, run_id: str, namespace: str) -> _Head | None:
+        """The head this save builds on. When the run's head on disk is no longer what this writer
+        last saved (``lastgood restore``/``rollback`` moved it, or another writer saved), the save is
+        refused: building on the old head would overwrite the action and mark nothing."""
+        cached = self._heads.get((run_id, namespace))
+        if cached is None:
+            return self._load_head(run_id, namespace)
+        on_disk = self.head(run_id, namespace) or {}
+        if on_disk.get("checkpoint_id") != cached.ref["checkpoint_id"]:
+            self._heads.pop((run_id, namespace), None)  # the next save builds on the new head
+            note = on_disk.get("note") if isinstance(on_disk.get("note"), dict) else {}
+            by = f" by {note.get('action')} {note.get('action_id')}" if note.get("action_id") else ""
+            raise ConflictError(
+                f"the head of run {run_id!r} was moved{by} (now {on_disk.get('checkpoint_id')}, this writer's "
+                f"last save {cached.ref['checkpoint_id']}): nothing was saved; resume from "
+                "load_head_state() and save again")
+        return cached
 
     def _load_head(self, run_id: str, namespace: str) -> _Head | None:
         head = self.head(run_id, namespace)
@@ -305,9 +333,12 @@ def _parse_lines(data: bytes) -> tuple[list[dict[str, Any]], bool]:
 
 
 def _dedupe(table: pa.Table) -> pa.Table:
-    last: dict[str, int] = {}
-    for index, cid in enumerate(table.column("checkpoint_id").to_pylist()):
-        last[cid] = index
+    """One row per (run, namespace, id), the last one read (LangGraph's copy_thread keeps ids)."""
+    last: dict[tuple[str, str, str], int] = {}
+    keys = zip(table.column("run_id").to_pylist(), table.column("namespace").to_pylist(),
+               table.column("checkpoint_id").to_pylist(), strict=True)
+    for index, (run, namespace, cid) in enumerate(keys):
+        last[(run, namespace or "", cid)] = index
     keep = pa.array(sorted(last.values()), pa.int64())
     table = table.take(keep) if len(keep) != table.num_rows else table
     return table.sort_by([("run_id", "ascending"), ("namespace", "ascending"),

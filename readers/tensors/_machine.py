@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .errors import PickleError, PickleTooLarge, TensorsError
-from .pickle_walk import (
+from ._pickle_types import (
     GlobalRef, Handler, Limits, PersistentLoad, PickledOrderedDict, PlainObject,
     _map_name,
 )

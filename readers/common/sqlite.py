@@ -1,0 +1,103 @@
+"""SQLite files every reader of a SQLite-backed store shares: the path a URL names, a read-only
+connection that leaves no file behind, and a cheap look at the schema for sniffing.
+
+Reading never writes: the database is opened through a ``file:`` URI with ``mode=ro`` (and
+``query_only``); when no ``-wal``/``-journal`` file is beside it, also ``immutable=1`` so SQLite
+creates no ``-wal``/``-shm`` files.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from urllib.parse import unquote
+
+from lastgood.errors import ReaderError, StoreNotFound
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+MMAP_LIMIT = 2**31
+LIVE_SUFFIXES = ("-wal", "-journal")
+
+
+def is_live(path: Path) -> bool:
+    """A writer may be active: its ``-wal`` or ``-journal`` file is beside the database."""
+    return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
+
+
+def sqlite_path(url: str) -> Path:
+    """The database path for a plain path, ``file://path`` or ``sqlite:///path`` URL.
+
+    ``sqlite:///rel.db`` is relative (SQLAlchemy style) unless only the
+    absolute ``/rel.db`` exists; ``sqlite:////abs.db`` is absolute.
+    """
+    if url.startswith("sqlite://"):
+        rest = unquote(url[len("sqlite://"):].split("?", 1)[0])
+        if rest.startswith("//"):
+            return Path(rest[1:])
+        relative = Path(rest.lstrip("/"))
+        return relative if relative.exists() or not Path(rest).exists() else Path(rest)
+    if url.startswith("file://"):
+        rest = unquote(url[len("file://"):].split("?", 1)[0])
+        return Path(rest[len("localhost"):] if rest.startswith("localhost/") else rest)
+    if "://" in url:
+        raise ReaderError(f"not a SQLite path or URL: {url}")
+    return Path(url).expanduser()
+
+
+def connect_readonly(path: Path, mmap: bool = False) -> sqlite3.Connection:
+    """A read-only connection that leaves no file behind (StoreNotFound if absent).
+
+    ``mmap`` maps the file when no writer is active (immutable): a full scan
+    walks every blob's overflow pages, and mapped pages skip a copy each.
+    """
+    if not path.is_file():
+        raise StoreNotFound(f"store not found: {path} (no such file)")
+    uri = path.resolve().as_uri() + "?mode=ro" + ("" if is_live(path) else "&immutable=1")
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise ReaderError(f"{path} could not be opened read-only ({exc})") from None
+    try:
+        conn.execute("PRAGMA query_only = 1")
+        if mmap and not is_live(path):
+            conn.execute(f"PRAGMA mmap_size = {min(path.stat().st_size, MMAP_LIMIT)}")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ReaderError(f"{path} is not a readable SQLite database ({exc})") from None
+    return conn
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def has_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def sqlite_schema(url: str) -> dict[str, frozenset[str]] | None:
+    """Table name -> column names of the SQLite database ``url`` names, or None when it is not
+    one (no such file, not a SQLite header, unreadable): what readers sniff a store by. Read
+    once per file version, however many readers ask."""
+    try:
+        path = sqlite_path(url)
+        if not path.is_file() or not has_header(path):
+            return None
+        stat = path.stat()
+        return _schema(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    except (ReaderError, StoreNotFound, sqlite3.Error, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def _schema(path: str, _mtime_ns: int, _size: int) -> dict[str, frozenset[str]]:
+    with closing(connect_readonly(Path(path))) as conn:
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {table: frozenset(table_columns(conn, table)) for table in tables}
