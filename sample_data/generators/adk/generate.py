@@ -273,7 +273,7 @@ async def run_invocation(runner: Runner, model: ScriptedLlm, clock: SimClock, *,
     return inv_id
 
 
-async def build(db_path: str) -> dict:
+async def build(db_path: str, db_url: str | None = None) -> dict:
     clock = SimClock(START)
     ids = SeededUuid(2026110301)
     platform_time.set_time_provider(clock)
@@ -288,7 +288,7 @@ async def build(db_path: str) -> dict:
                cancel_order, export_report, search_tickets],
         on_tool_error_callback=on_tool_error,
     )
-    service = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{db_path}")
+    service = DatabaseSessionService(db_url=db_url or f"sqlite+aiosqlite:///{db_path}")
     runner = Runner(app_name=APP_NAME, agent=agent, session_service=service)
     summary: dict[str, Any] = {"app_name": APP_NAME, "sessions": []}
 
@@ -376,10 +376,19 @@ async def build(db_path: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="where to write the SQLite store")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="where to write the SQLite store")
+    where.add_argument("--postgres", metavar="DSN",
+                       help="write the same sessions into this (empty) PostgreSQL database instead, e.g. "
+                            "postgresql://postgres@127.0.0.1:5432/adk (needs psycopg in the venv: "
+                            "pip install 'psycopg[binary]'); ADK creates its tables there itself")
     args = ap.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
     warnings.simplefilter("ignore")
+    if args.postgres:
+        url = "postgresql+psycopg://" + args.postgres.split("://", 1)[1]
+        print(json.dumps(asyncio.run(build("", url)), indent=2))
+        return
     out = os.path.abspath(args.out)
     tmp = out + ".tmp"
     for p in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):

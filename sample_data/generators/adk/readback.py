@@ -96,13 +96,17 @@ async def _read(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     from google.adk.sessions import DatabaseSessionService
     from google.adk import version as adk_version
 
-    path = os.path.abspath(args.store)
-    if not os.path.exists(path):
-        raise SystemExit(f"no such store: {path}")
-    if args.writable:
-        url = f"sqlite+aiosqlite:///{path}"
+    if args.store.startswith(("postgresql://", "postgres://")):  # needs psycopg in the venv
+        path = args.store.split("@")[-1]
+        url = "postgresql+psycopg://" + args.store.split("://", 1)[1]
     else:
-        url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+        path = os.path.abspath(args.store)
+        if not os.path.exists(path):
+            raise SystemExit(f"no such store: {path}")
+        if args.writable:
+            url = f"sqlite+aiosqlite:///{path}"
+        else:
+            url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
     try:
         from google.adk.events._rewind_events import _apply_rewinds  # private, may move
     except Exception:  # pragma: no cover - depends on ADK release
@@ -171,7 +175,8 @@ async def _read(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Read ADK sessions back through DatabaseSessionService.")
-    ap.add_argument("store", help="path of the ADK SQLite database")
+    ap.add_argument("store", help="path of the ADK SQLite database, or a postgresql:// DSN "
+                                   "(then psycopg must be installed in the venv)")
     ap.add_argument("session_ids", nargs="*", help="session id(s) to read")
     ap.add_argument("--app", default="helpdesk", help="app_name (default: helpdesk)")
     ap.add_argument("--user", default=None, help="user_id (default: found with list_sessions)")

@@ -260,8 +260,13 @@ def run(agent: Agent, text: str, session_id: str, user_id: str, expect: RunStatu
     return r
 
 
-def write(path: Path) -> dict[str, str]:
-    db = SqliteDb(db_file=str(path))
+def write(path: Path, db_url: str | None = None) -> dict[str, str]:
+    if db_url:  # PostgresDb (tables in its default schema "ai")
+        from agno.db.postgres import PostgresDb
+
+        db = PostgresDb(db_url=db_url)
+    else:
+        db = SqliteDb(db_file=str(path))
     agent = make_agent(db)
     ok, err, paused = RunStatus.completed, RunStatus.error, RunStatus.paused
     try:
@@ -307,8 +312,17 @@ def finish(tmp: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True, help="SQLite file to write (e.g. sample_data/agno.sqlite)")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, help="SQLite file to write (e.g. sample_data/agno.sqlite)")
+    where.add_argument("--postgres", metavar="DSN",
+                       help="write the same sessions with PostgresDb into this (empty) PostgreSQL database instead, "
+                            "e.g. postgresql://postgres@127.0.0.1:5432/agno (needs psycopg in the venv: "
+                            "pip install 'psycopg[binary]'); Agno creates its tables (schema ai) itself")
     args = ap.parse_args(argv)
+    if args.postgres:
+        ids = write(Path(), "postgresql+psycopg://" + args.postgres.split("://", 1)[1])
+        print(f"wrote {args.postgres.rsplit('@', 1)[-1]}; forked session {ids['fork']}", file=sys.stderr)
+        return 0
     out = args.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")

@@ -92,23 +92,31 @@ def _run_summary(run: Any, index: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("store", type=Path, help="SQLite file written by agno.db.sqlite.SqliteDb")
+    ap.add_argument("store", help="SQLite file written by agno.db.sqlite.SqliteDb, or the postgresql:// DSN of a "
+                                  "PostgresDb database (read in place; psycopg must be installed in the venv)")
     ap.add_argument("session", nargs="?", help="session_id")
     ap.add_argument("--num-history-runs", type=int, default=3, help="history window of the next run (default 3)")
     ap.add_argument("--full", action="store_true", help="print whole RunOutput dicts")
     ap.add_argument("--list", action="store_true", help="print the store's agent session ids and exit")
     args = ap.parse_args(argv)
-    if not args.store.is_file():
+    postgres = args.store.startswith(("postgresql://", "postgres://"))
+    if not postgres and not Path(args.store).is_file():
         print(f"readback: no such store: {args.store}", file=sys.stderr)
         return 2
+    args.store = args.store if postgres else Path(args.store)
 
     with tempfile.TemporaryDirectory(prefix="agno-readback-") as td:
-        copy = Path(td) / args.store.name
-        shutil.copy2(args.store, copy)
-        wal = Path(str(args.store) + "-wal")
-        if wal.exists():
-            shutil.copy2(wal, Path(str(copy) + "-wal"))
-        db = SqliteDb(db_file=str(copy))
+        if postgres:
+            from agno.db.postgres import PostgresDb
+
+            db = PostgresDb(db_url="postgresql+psycopg://" + args.store.split("://", 1)[1])
+        else:
+            copy = Path(td) / args.store.name
+            shutil.copy2(args.store, copy)
+            wal = Path(str(args.store) + "-wal")
+            if wal.exists():
+                shutil.copy2(wal, Path(str(copy) + "-wal"))
+            db = SqliteDb(db_file=str(copy))
         try:
             if args.list:
                 sessions = db.get_sessions(session_type=SessionType.AGENT)
@@ -139,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             out = {
                 "framework": "agno",
                 "version": version("agno"),
-                "store": str(args.store),
+                "store": str(args.store).rsplit("@", 1)[-1],
                 "session_id": session.session_id,
                 "session": {
                     "session_id": session.session_id,

@@ -1,0 +1,219 @@
+"""Reader for Google ADK ``DatabaseSessionService`` databases on PostgreSQL (schema v1).
+
+The same tables as on SQLite, with PostgreSQL types (ADK's ``DynamicJSON`` is ``JSONB`` there,
+``PreciseTimestamp`` is ``TIMESTAMP WITHOUT TIME ZONE`` holding naive UTC): ``sessions.state``,
+``events.event_data``, ``app_states.state`` and ``user_states.state`` are JSONB.
+
+Every statement runs in a ``READ ONLY``, ``REPEATABLE READ`` transaction
+(``common.postgres.connect_readonly``); nothing is created or migrated, so a role with only
+``SELECT`` rights is enough. The listing is SQL alone (``jsonb_build_array`` of the fields in
+``model.INFO_PATHS``); an incremental scan re-lists the sessions that gained events since the
+token (events newer than its newest timestamp, when nothing else changed). PostgreSQL keeps no
+insertion order, so the out-of-order check of the SQLite reader has nothing to compare here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from lastgood.errors import CheckpointNotFound, ReaderError
+from lastgood.readers.adk import model
+from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
+from lastgood.readers.adk.replay import SessionData, event_from_row
+from lastgood.readers.adk.sqlite import json_object_or_empty
+from lastgood.readers.common.lazy import lazy_module, require_psycopg
+from lastgood.readers.common.urls import display_url, is_postgres_url
+
+# psycopg (and the shared Postgres helpers, which import it) on first use: sniffing a SQLite file asks
+# this reader too, and must not pay psycopg's import (~0.3 s)
+psycopg = lazy_module("psycopg")
+pgc = lazy_module("lastgood.readers.common.postgres")
+
+
+def require_driver() -> None:
+    require_psycopg("The adk-postgres reader")
+
+TOKEN_VERSION = 1
+_INFO = "jsonb_build_array(" + ", ".join(f"event_data #> '{p}'" for p in model.postgres_paths()) + ")::text"
+_PARTS = """CASE WHEN jsonb_path_exists(event_data,
+    '$.content.parts[*] ? (exists(@.function_call) || exists(@.function_response))')
+  THEN (event_data #> '{content,parts}')::text END"""
+LIST_SQL = f"""SELECT NULL::bigint, app_name, user_id, session_id, id, invocation_id,
+  (extract(epoch FROM timestamp) * 1000000)::bigint, pg_column_size(event_data), {_INFO},
+  CASE WHEN event_data IS NULL THEN NULL WHEN jsonb_typeof(event_data) = 'object' THEN 1 ELSE 0 END, {_PARTS}
+FROM events"""
+TOUCHED = """ WHERE (app_name, user_id, session_id) IN (
+  SELECT app_name, user_id, session_id FROM events WHERE timestamp > %s::timestamp)"""
+TOKEN_SQL = "SELECT count(*), max(timestamp)::text FROM events"
+ADDED_SQL = "SELECT count(*) FROM events WHERE timestamp > %s::timestamp"
+ORPHANS_SQL = """SELECT DISTINCT e.app_name, e.user_id, e.session_id FROM events e WHERE NOT EXISTS (
+  SELECT 1 FROM sessions s WHERE s.app_name = e.app_name AND s.user_id = e.user_id AND s.id = e.session_id)"""
+SHARED_IDS_SQL = """SELECT session_id FROM (SELECT DISTINCT app_name, user_id, session_id FROM events) k
+  GROUP BY session_id HAVING count(*) > 1
+  UNION SELECT id FROM sessions GROUP BY id HAVING count(*) > 1"""
+FIND_SQL = """SELECT app_name, user_id, id FROM sessions
+  WHERE id = %(r)s OR app_name || ':' || user_id || ':' || id = %(r)s
+  UNION SELECT DISTINCT app_name, user_id, session_id FROM events
+  WHERE session_id = %(r)s OR app_name || ':' || user_id || ':' || session_id = %(r)s"""
+_DELTA = "event_data #> '{actions,state_delta}'"
+REPLAY_SQL = f"""SELECT id, invocation_id,
+  CASE WHEN event_data IS NULL OR jsonb_typeof(event_data) = 'object' THEN 1 ELSE 0 END,
+  CASE jsonb_typeof({_DELTA}) WHEN 'object' THEN nullif(({_DELTA})::text, '{{}}') WHEN 'null' THEN NULL
+    ELSE '!' || jsonb_typeof({_DELTA}) END,
+  event_data #>> '{{actions,rewind_before_invocation_id}}',
+  jsonb_build_array(event_data -> 'author', event_data -> 'content', event_data -> 'error_code',
+    event_data -> 'error_message', event_data -> 'branch')::text
+FROM events WHERE app_name = %s AND user_id = %s AND session_id = %s ORDER BY timestamp, id"""
+STATE_SQL = """SELECT (SELECT state FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s),
+  (SELECT state FROM app_states WHERE app_name = %(a)s),
+  (SELECT state FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s)"""
+STAMP_SQL = """SELECT (SELECT count(*) FROM events WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s),
+  (SELECT max(timestamp) FROM events WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s),
+  (SELECT update_time FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s),
+  (SELECT update_time FROM app_states WHERE app_name = %(a)s),
+  (SELECT update_time FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s)"""
+BLOB_SQL = """SELECT event_data::text FROM events
+  WHERE app_name = %s AND user_id = %s AND session_id = %s AND id = %s"""
+EXISTING_SQL = "SELECT id FROM events WHERE id = ANY(%s)"
+V1_SQL = """SELECT count(*) FROM information_schema.columns WHERE table_name = 'events'
+  AND column_name = 'event_data' AND table_schema = ANY(current_schemas(false))"""
+
+
+def _named(key: SessionKey) -> dict[str, str]:
+    return {"a": key[0], "u": key[1], "s": key[2]}
+
+
+def find_sessions(conn: Any, run_id: str) -> list[SessionKey]:
+    """The (app, user, session id) keys whose run id is ``run_id`` (the session id, or app:user:id)."""
+    found = {tuple(r) for r in conn.execute(FIND_SQL, {"r": run_id}).fetchall()}
+    exact = [k for k in found if k[2] == run_id]
+    return sorted(exact if exact else found)  # type: ignore[arg-type]
+
+
+def read_session(conn: Any, key: SessionKey) -> SessionData:
+    """One session's state rows and every event in ADK's order, for replay."""
+    rows = conn.execute(REPLAY_SQL, key).fetchall()
+    session, app, user = conn.execute(STATE_SQL, _named(key)).fetchone()
+    if session is None and not rows:
+        raise CheckpointNotFound(f"no ADK session {key[2]!r} (app {key[0]!r}, user {key[1]!r})")
+    events = [event_from_row(r) for r in rows]
+    keys = {k for e in events if isinstance(e.delta, dict) for k in e.delta}
+    return SessionData(json_object_or_empty(session), json_object_or_empty(app), json_object_or_empty(user),
+                       keys, events)
+
+
+class AdkPostgresReader(AdkReader):
+    """ADK DatabaseSessionService on PostgreSQL, read through read-only transactions."""
+
+    name = "adk-postgres"
+    description = "Google ADK DatabaseSessionService on PostgreSQL (sessions, events, app_states, user_states)"
+    recovery_class = "lastgood.readers.adk.recovery:PostgresRecovery"
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        require_driver()
+        super().__init__(url, storage_options)
+        self._conn: Any | None = None
+        self._conn_lock = threading.RLock()
+        try:
+            with self._read() as cur:
+                if not cur.execute(V1_SQL).fetchone()[0]:
+                    raise ReaderError(f"{display_url(url)}: {V0_MESSAGE}")
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+        if not is_postgres_url(url):
+            return False
+        require_driver()
+        return is_adk_schema(pgc.postgres_schema(url))
+
+    def close(self) -> None:
+        with self._conn_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        """A cursor in a fresh read-only transaction on the shared connection."""
+        with self._conn_lock:
+            if self._conn is None or self._conn.closed:
+                self._conn = pgc.connect_readonly(self.url)
+            conn = self._conn
+            try:
+                with conn.cursor() as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                self._conn = None
+                conn.close()
+                raise self._error(exc) from None
+            except psycopg.Error as exc:
+                raise self._error(exc) from None
+            finally:
+                if not conn.closed:
+                    conn.rollback()
+
+    def _error(self, exc: Exception) -> ReaderError:
+        return ReaderError(f"{display_url(self.url)}: {pgc.one_line(str(exc), self.url)}")
+
+    # ---- listing ------------------------------------------------------------------------------
+
+    def _listing(self, since: str | None) -> RawListing:
+        with self._read() as cur:
+            count, newest = cur.execute(TOKEN_SQL).fetchone()
+            token = json.dumps({"v": TOKEN_VERSION, "events": [count, newest]}, sort_keys=True)
+            if since == token:
+                return RawListing(token, False, None, set(), frozenset(), False)
+            after = self._appended_after(cur, since, count, newest)
+            shared = frozenset(r[0] for r in cur.execute(SHARED_IDS_SQL).fetchall())
+            rows = (cur.execute(LIST_SQL).fetchall() if after is None
+                    else cur.execute(LIST_SQL + TOUCHED, (after,)).fetchall())
+            orphans = {tuple(r) for r in cur.execute(ORPHANS_SQL).fetchall()}
+        return RawListing(token, after is None, rows, orphans, shared, False)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _appended_after(cur: Any, since: str | None, count: int, newest: str | None) -> str | None:
+        """The previous newest timestamp when events were only added after it since ``since``."""
+        try:
+            old = json.loads(since) if since else None
+            current = isinstance(old, dict) and old.get("v") == TOKEN_VERSION
+            old_count, old_newest = old["events"] if current else (0, None)
+        except (ValueError, KeyError, TypeError):
+            return None
+        if old_newest is None or newest is None or newest < old_newest:
+            return None
+        added = cur.execute(ADDED_SQL, (old_newest,)).fetchone()[0]
+        return old_newest if count - added == old_count else None
+
+    # ---- one session --------------------------------------------------------------------------
+
+    def _find_sessions(self, run_id: str) -> list[SessionKey]:
+        with self._read() as cur:
+            return find_sessions(cur, run_id)
+
+    def _session_stamp(self, key: SessionKey) -> Any:
+        with self._read() as cur:
+            return tuple(cur.execute(STAMP_SQL, _named(key)).fetchone())
+
+    def _read_session(self, key: SessionKey) -> SessionData:
+        with self._read() as cur:
+            return read_session(cur, key)
+
+    def _event_data(self, key: SessionKey, event_id: str) -> bytes | None:
+        with self._read() as cur:
+            row = cur.execute(BLOB_SQL, (*key, event_id)).fetchone()
+        if row is None:
+            raise CheckpointNotFound(f"event {event_id} of session {key[2]!r} not found")
+        return row[0].encode() if row[0] is not None else None
+
+    def _existing(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        with self._read() as cur:
+            return {r[0] for r in cur.execute(EXISTING_SQL, (list(ids),)).fetchall()}

@@ -1,0 +1,166 @@
+"""What Agno's ``SqliteDb`` and ``PostgresDb`` stores have in common, read the same way.
+
+A dialect (``sqlite.py``, ``postgres.py``) keeps only its connection and its SQL: it lists the runs
+(:mod:`lastgood.readers.agno.model`'s row shape, ``run_data`` parsed by the database), reads one
+session's runs for a state (each run's messages and ``session_state`` snapshot) and one run's raw
+``run_data``. Everything else lives here.
+
+The model: run = one session (``session_id``), namespace "", checkpoint = one run (``run_id``),
+ordered by ``run_index`` as Agno's loader orders them; state = ``{"session_state": the run's
+snapshot (``run_data.session_state``: the state at the end of that run), "messages": the
+conversation of the session's runs up to it}``.
+
+Schema 3.0 (``agno_schema_versions``: ``3.0.0``) keeps runs in ``agno_runs``. An Agno 2.x store kept
+them as a JSON list in ``agno_sessions.runs``; the 3.0 migration copies them to ``agno_runs`` and may
+leave the column. Runs found only in that column are listed too (``location`` ``legacy:<i>``,
+metadata ``legacy_runs_column``; the table wins on a run id in both, as Agno's merge does), and
+read-only: Agno would bring a removed run back from the column, so recovery refuses such sessions.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from lastgood.checks import Check
+from lastgood.errors import CheckpointNotFound, DecodeError
+from lastgood.readers.agno import model
+from lastgood.readers.common.gc_pause import gc_paused
+from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, backend_named
+
+if TYPE_CHECKING:
+    from lastgood.readers.journal import RecoveryBackend
+
+SESSION_COLUMNS = {"session_id", "session_type", "session_data"}
+RUN_COLUMNS = {"run_id", "session_id", "run_data", "run_index", "status", "created_at"}
+
+
+def is_agno_schema(schema: Mapping[str, Any] | None, sessions: str = "agno_sessions",
+                   runs: str = "agno_runs") -> bool:
+    """Agno's sessions table with its runs table (3.0), or with the legacy ``runs`` column (2.x)."""
+    if not schema or not SESSION_COLUMNS <= set(schema.get(sessions) or ()):
+        return False
+    return RUN_COLUMNS <= set(schema.get(runs) or ()) or "runs" in set(schema.get(sessions) or ())
+
+
+@dataclass
+class RawListing:
+    token: str
+    full: bool
+    rows: list[model.Row] | None  # None: nothing changed since the token
+    orphans: set[str]
+
+
+@dataclass(frozen=True)
+class RunState:
+    """One run as a state needs it."""
+
+    run_id: str
+    parent_run_id: str | None
+    messages: Any
+    session_state: Any
+    valid: bool
+    key: tuple[Any, ...] = ()  # Agno's order (model.order_key without the session)
+    archived_by: str | None = None  # the Lastgood action that took it out of agno_runs
+
+
+def context_of(runs: Sequence[RunState], target: RunState) -> list[RunState]:
+    """The runs the session had up to ``target`` in Agno's order: the stored ones; for a run Lastgood
+    archived, the stored runs before that action's batch, then the batch."""
+    if target.archived_by is None:
+        chain = [r for r in runs if r.archived_by is None]
+    else:
+        batch = [r for r in runs if r.archived_by == target.archived_by]
+        start = min(r.key for r in batch)
+        chain = [r for r in runs if r.archived_by is None and r.key < start] + batch
+    chain.sort(key=lambda r: r.key)
+    return chain[: chain.index(target) + 1]
+
+
+class AgnoReader(Reader):
+    """The base of Agno session-store readers (see the module docstring)."""
+
+    recovery_class: ClassVar[str]
+    cumulative_states = True  # a state is the conversation up to its item
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        self._listed: tuple[str, int] | None = None
+
+    # ---- what a dialect provides ---------------------------------------------------------
+    @abstractmethod
+    def _listing(self, since: str | None) -> RawListing:
+        """Every run (full), the runs of the sessions changed since the token, or none."""
+
+    @abstractmethod
+    def _session_runs(self, session_id: str) -> list[RunState]:
+        """The session's runs in Agno's order (table and legacy column merged)."""
+
+    @abstractmethod
+    def _run_data(self, session_id: str, run_id: str) -> bytes:
+        """The raw ``run_data`` (CheckpointNotFound when the run is gone)."""
+
+    @abstractmethod
+    def _existing(self, ids: Sequence[str]) -> set[str]:
+        """Which of these run ids are still stored."""
+
+    # ---- listing -----------------------------------------------------------------------------
+    def scan(self, since: str | None = None) -> Scan:
+        raw = self._listing(since)
+        if raw.rows is None:
+            return Scan(token=raw.token, full=False, checkpoints=iter(()), heads=None)
+        with gc_paused():  # many small objects, no cycles: collections would only rescan them
+            listing = model.list_rows(raw.rows, raw.orphans)
+        table = listing.checkpoints
+        self._listed = (raw.token, table.num_rows) if raw.full else None
+        events = [model.events_table(listing.events)] if listing.events else []
+        return Scan(token=raw.token, full=raw.full, checkpoints=iter([table] if table.num_rows else []),
+                    events=iter(events), findings=listing.findings, heads=listing.heads)
+
+    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        listed = self._listed
+        return (listed[1], []) if listed is not None and token == listed[0] else None
+
+    def listed_catalog_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        return self.listed_structure(token)
+
+    # ---- one checkpoint ----------------------------------------------------------------------
+    def load_state(self, record: CheckpointRecord) -> Any:
+        """``{"session_state": the run's snapshot, "messages": the conversation up to it}``."""
+        runs = self._session_runs(record.run_id)
+        run = next((r for r in runs if r.run_id == record.checkpoint_id), None)
+        if run is None:
+            raise CheckpointNotFound(f"run {record.checkpoint_id} of session {record.run_id!r} not found")
+        if not run.valid:
+            raise DecodeError("run_data is not a JSON object: Agno cannot load this run")
+        state = run.session_state if isinstance(run.session_state, dict) else {}
+        kept = [(r.parent_run_id, r.messages) for r in context_of(runs, run) if r.valid]
+        return {"session_state": state, "messages": model.conversation(kept)}
+
+    def read_blob(self, record: CheckpointRecord) -> bytes:
+        return self._run_data(record.run_id, record.checkpoint_id)
+
+    # ---- integrity --------------------------------------------------------------------------
+    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
+        """Structure: the runs are still stored. Data: every run's state loads."""
+        records = list(records)
+        present = self._existing([r.checkpoint_id for r in records])
+        for record in records:
+            if record.checkpoint_id not in present:
+                yield Finding(Check.MISSING, "error", "the run is no longer stored", record.run_id,
+                              record.namespace, record.checkpoint_id)
+            elif read_data:
+                try:
+                    self.load_state(record)
+                except (DecodeError, CheckpointNotFound) as exc:
+                    yield Finding(getattr(exc, "check", Check.MISSING), "error", str(exc), record.run_id,
+                                  record.namespace, record.checkpoint_id)
+
+    # ---- capabilities -------------------------------------------------------------------------
+    def recovery(self) -> RecoveryBackend:
+        return backend_named(self.recovery_class, self)
+
+    def normalize_message(self, value: Any) -> dict[str, Any] | None:
+        return model.normalize_message(value)
