@@ -6,16 +6,17 @@ from lastgood import ui
 from lastgood.ui import recovery as ui_recovery
 
 st.title("Recovery")
-ui_recovery.take_query_params()  # a link's store, action, run and target: before the pickers draw
+ui_recovery.take_link()  # a link's store, action, run and target: before the pickers draw
 ref = ui.store_picker()
 if ref is None:
     ui.stop()
-blocked = ui_recovery.write_blocked(ref)
+blocked = ui_recovery.write_blocked(ref) or ui_recovery.read_only_reason(ref)
 if blocked:
-    st.info(blocked, icon=":material/lock:")
+    st.info(ui.md_escape(blocked) if blocked != ui_recovery.READ_ONLY else blocked, icon=":material/lock:")
 ui_recovery.render_result(ref)
 action_tab, journal_tab = st.tabs(["Action", "Journal"])
 with action_tab:
     ui_recovery.render_form(ref)
 with journal_tab:
     ui_recovery.render_journal(ref)
+ui_recovery.write_link(ref)

@@ -77,10 +77,10 @@ def test_overview_then_timeline_in_chromium(page, streamlit_server: str, browser
     assert "run-gamma: please do task 3" in body and SECRET not in body
     page.screenshot(path=str(shots / "screenshot-timeline.png"))
 
-    # a click on a chart point selects it too: click the damaged one (the "damaged" trace's X)
+    # a click on a chart point selects it too: click the damaged one (the "corrupt ✕" trace's X)
     damaged = browser_store.damaged
     index = page.evaluate("""() => document.querySelector('.js-plotly-plot').data
-                                     .findIndex(trace => trace.name === 'damaged')""")
+                                     .findIndex(trace => trace.name === 'corrupt ✕')""")
     assert index >= 0
     point = page.locator(".js-plotly-plot .scatterlayer .trace").nth(index).locator("path.point").first
     box = point.bounding_box()  # plotly's drag layer sits above the points: click where it is

@@ -64,8 +64,10 @@ def test_default_is_the_newest_checkpoint_against_its_parent(app_env: DemoStore)
     assert metrics == {"Added": "2", "Removed": "0", "Changed": "2", "Moved": "0"}
     # message text is escaped so it renders literally (no links, no markup): compare it unescaped
     shown = [(c.markdown[0].value, re.sub(r"\\(.)", r"\1", c.markdown[1].value)) for c in at.chat_message]
-    assert shown == [(":green-badge[added · #10]", "[user] run-alpha: please do task 5"),
-                     (":green-badge[added · #11]", "[assistant] Task 5 done (called `search`).")]
+    assert shown == [(":green-badge[added · #10]", "run-alpha: please do task 5"),
+                     (":green-badge[added · #11]", "Task 5 done (called `search`).")]
+    assert [c.name for c in at.chat_message] == ["user", "assistant"]  # the role, as the avatar says it
+    assert [e.label for e in at.expander if "unchanged" in e.label] == ["10 unchanged messages (#0–#9)"]
     text = rendered_text(at)
     assert "/plan/step" in text and SECRET not in text
     assert dict(at.query_params) == {"store": app_env.url, "a": alpha[-2].checkpoint_id,
@@ -87,8 +89,14 @@ def test_only_changes_off_shows_both_states_redacted(app_env: DemoStore) -> None
     at = diff_page()
     at.toggle(key="diff_only").set_value(False).run()
     text = rendered_text(at)
-    assert '"api_key": "[redacted]"' in text and SECRET not in text
-    assert "**A**" in text and "**B**" in text
+    assert SECRET not in text
+    tree = next(d.value for d in at.dataframe if "field" in d.value.columns)  # a readable tree, not raw JSON
+    assert list(tree.columns) == ["field", "A", "B", "change", "path"]
+    rows = dict(zip(tree["path"], zip(tree["A"], tree["B"], tree["change"])))
+    assert rows["/tools/api_key"][:2] == ('"[redacted]"', '"[redacted]"')
+    assert rows["/plan/step"][2] == "changed" and rows["/plan"][2] == "changes below"
+    assert rows["/messages"][0].startswith("[…] ") and "/messages/0" not in rows  # folded: shown above
+    assert any(f.endswith("└ api_key") for f in tree["field"])  # indented under tools
 
 
 def test_picking_another_b_resets_a_to_its_parent_and_export_is_the_json_shape(app_env: DemoStore) -> None:
@@ -98,16 +106,42 @@ def test_picking_another_b_resets_a_to_its_parent_and_export_is_the_json_shape(a
     at.selectbox(key="diff_ckpt_b").select(gamma[2].checkpoint_id).run()
     assert not at.exception
     assert at.selectbox(key="diff_ckpt_a").value == gamma[1].checkpoint_id
-    download = at.get("download_button")[0]
+    download = next(b for b in at.get("download_button") if b.proto.label == "Export JSON")  # beside "Download report"
     assert download.proto.label == "Export JSON"
 
 
 def test_a_link_to_an_unknown_checkpoint_says_so_and_keeps_the_pickers(app_env: DemoStore) -> None:
     b = app_env.of_run("run-alpha")[-1].checkpoint_id
     at = diff_page({"store": app_env.url, "a": "no-such-checkpoint", "b": b})
-    assert [e.value for e in at.error] == ["A: no checkpoint matches 'no-such-checkpoint'"]
+    assert len(at.error) == 1 and at.error[0].value.startswith("A: no checkpoint matches 'no-such-checkpoint'")
     assert {"diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"} <= {s.key for s in at.selectbox}
     assert at.selectbox(key="diff_ckpt_b").value == b
+    assert at.selectbox(key="diff_ckpt_a").value is None  # never silently another checkpoint
+    assert not at.metric and not any("No changes" in x.value for x in at.success)  # nothing compared
+    picked = app_env.of_run("run-alpha")[1].checkpoint_id
+    at.selectbox(key="diff_run_a").select("run-alpha").run()
+    at.selectbox(key="diff_ckpt_a").select(picked).run()  # A picked by hand: compared at last
+    assert not at.error and at.metric and at.query_params["a"] == picked
+
+
+@pytest.mark.parametrize("a, b", [("nope", "01a1"), ("nope", None), (None, "nope")])
+def test_ids_that_match_nothing_or_several_are_refused(app_env: DemoStore, a: str | None, b: str | None) -> None:
+    """``a=nope&b=01a1`` must not say "No changes" (nor fall back to another run's head): each side
+    the link names that matches no checkpoint, or several, is refused with why."""
+    ids = [s.checkpoint_id for s in app_env.saved]
+    prefix = b if b != "nope" else None
+    if prefix:  # a prefix every checkpoint shares: ambiguous
+        b = ids[0][:2]
+        assert all(i.startswith(b) for i in ids)
+    at = diff_page({"store": app_env.url, **({"a": a} if a else {}), **({"b": b} if b else {})})
+    errors = " ".join(e.value for e in at.error)
+    if a:
+        assert "A: no checkpoint matches 'nope'" in errors
+    if b == "nope":
+        assert "B: no checkpoint matches 'nope'" in errors
+    elif b:
+        assert "B: " in errors and "matches several checkpoints" in errors
+    assert not at.metric and not at.success  # nothing compared, no "No changes"
 
 
 def test_a_damaged_checkpoint_is_one_error_line(app_env: DemoStore) -> None:
@@ -316,8 +350,9 @@ def test_a_conversation_only_b_has_is_shown_not_hidden(tmp_path: Path, monkeypat
     monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(tmp_path / "s")]))
     at = diff_page({"a": a, "b": b})
     assert any("only B has it" in c.value for c in at.caption)
-    shown = pd.concat([d.value for d in at.dataframe if "op" in d.value.columns])
-    assert list(shown["path"]) == ["/messages"] and list(shown["op"]) == ["add"]
+    shown = pd.concat([d.value for d in at.dataframe if "change" in d.value.columns])
+    assert list(shown["path"]) == ["/messages"] and list(shown["change"]) == ["added"]
+    assert list(shown.columns) == ["change", "path", "A", "B"]  # no empty difference column (never None)
     at = diff_page({"a": a, "b": nested})  # the conversation sits under /llm, which only B has
     assert any("only B has it" in c.value and "/llm" in c.value for c in at.caption), [c.value for c in at.caption] + [m.value for m in at.markdown][:6]
 
@@ -346,3 +381,81 @@ def test_field_over_time_follows_the_conversation_until_a_path_is_typed(
     at.text_input(key="diff_track").input("/llm").run()
     at.selectbox(key="diff_run_b").select("flat").run()
     assert at.text_input(key="diff_track").value == "/llm" and not at.exception
+
+
+def test_a_readers_own_message_shape_shows_as_a_conversation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenAI Agents session items are not ``{role, content}`` dicts: the reader's ``normalize_message``
+    makes them a conversation (changed messages with the unchanged ones between them collapsed)."""
+    import shutil
+
+    from tests.helpers import lastgood_cli
+
+    db = tmp_path / "openai.sqlite"
+    shutil.copy(ROOT / "sample_data" / "openai_agents.sqlite", db)
+    listed = json.loads(lastgood_cli("ls", str(db), "--format", "json", home=tmp_path / "home").stdout)
+    run = listed[-1]["run_id"]
+    ids = [r["checkpoint_id"] for r in listed if r["run_id"] == run]
+    assert len(ids) >= 3
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(db)]))
+    at = diff_page({"store": str(db), "a": ids[0], "b": ids[-1]})
+    assert any(m.value.startswith("**Conversation**") for m in at.markdown), [m.value for m in at.markdown][:5]
+    assert at.chat_message and {c.name for c in at.chat_message} <= {"user", "assistant"}
+    assert all("added" in c.markdown[0].value or "edited" in c.markdown[0].value or "removed" in c.markdown[0].value
+               or "moved" in c.markdown[0].value for c in at.chat_message)
+
+
+@pytest.fixture(scope="module")
+def trainer_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """A copy of the sample Trainer run whose newest checkpoint got NaN written into one tensor, fully
+    read (tensor statistics in the index): (run folder, LASTGOOD_HOME, the poisoned tensor)."""
+    import shutil
+
+    from tests.helpers import lastgood_cli
+    from tests.training_stores import write_into_tensor
+
+    base = tmp_path_factory.mktemp("trainer")
+    run = base / "run"
+    shutil.copytree(ROOT / "sample_data" / "training" / "hf_trainer", run)
+    poisoned = write_into_tensor(run / "checkpoint-40" / "model.safetensors", value=float("nan"))
+    done = lastgood_cli("verify", str(run), "--read-data", home=base / "home")
+    assert done.returncode == 0 and "non-finite" in done.stdout, done.stderr  # the NaN: a warning finding
+    return run, base / "home", poisoned
+
+
+def test_training_checkpoints_are_compared_tensor_by_tensor(trainer_run: tuple[Path, Path, str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Trainer checkpoints: a table of every tensor, the most changed first, a NaN that appeared
+    highlighted and said, and a per-layer bar chart."""
+    run, home, poisoned = trainer_run
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(run)]))
+    at = diff_page({"store": str(run), "a": "checkpoint-32", "b": "checkpoint-40"})
+    assert any(s.value == "Tensors" for s in at.subheader)
+    table = next(d.value for d in at.dataframe if "relative change" in d.value.columns)
+    assert table.iloc[0]["tensor"] == poisoned and table.iloc[0]["change"] == "NaN appeared"
+    changes = table.iloc[1:]["relative change"].dropna().tolist()
+    assert changes == sorted(changes, reverse=True)  # then sorted by change
+    assert any("NaN appeared in 1 tensor(s)" in e.value for e in at.error)
+    assert at.get("plotly_chart")  # the change per layer
+
+
+def test_a_training_checkpoint_shows_its_tensors_in_the_checkpoint_view(trainer_run: tuple[Path, Path, str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Timeline's checkpoint view of a training checkpoint: its tensors (dtype, shape, statistics
+    after the full read) in the first tab, the one holding NaN listed first and said, then its files
+    and trainer state."""
+    run, home, poisoned = trainer_run
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(run)]))
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT)
+    at.run()
+    for key, value in {"store": str(run), "run": "run", "checkpoint": "checkpoint-40"}.items():
+        at.query_params[key] = value
+    at.switch_page(TIMELINE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [t.label for t in at.tabs]
+    assert labels[:3] == [labels[0], "Files", "Trainer state"] and re.fullmatch(r"Tensors \(\d+\)", labels[0]), labels
+    table = next(d.value for d in at.dataframe if {"tensor", "dtype", "shape", "NaN"} <= set(d.value.columns))
+    assert len(table) == int(labels[0][9:-1]) and table.iloc[0]["tensor"] == poisoned and table.iloc[0]["NaN"] == 3
+    assert any("NaN/Inf value(s) in this checkpoint's tensors" in e.value for e in at.error)

@@ -67,9 +67,14 @@ def test_page_agrees_with_verify_ls_and_runs(app_env: tuple[Path, Path, dict]) -
     at = _run(INTEGRITY)
     assert at.title[0].value == "Integrity"
     findings = _table(at, "severity", "check", "checkpoint_id", "open")
-    page = {(c if isinstance(c, str) else "", k, s) for c, k, s in zip(findings["checkpoint_id"], findings["check"], findings["severity"])}
-    reported = {(f["checkpoint_id"] or "", f["check"], f["severity"]) for f in cli["verify"]["findings"]}
-    assert page == reported and len(page) >= 10
+    page = set(zip(findings["checkpoint_id"], findings["check"], findings["severity"]))
+    reported = {(f["checkpoint_id"], f["check"], f["severity"]) for f in cli["verify"]["findings"]}
+    on_store = {f for f in reported if f[0] is None}  # the malformed catalog line: about the store itself
+    assert page == reported - on_store and len(page) >= 10 and on_store
+    assert findings["message"].notna().all() and findings["run_id"].notna().all()  # never a row of None cells
+    store_section = " ".join(e.value for e in at.error)
+    assert all(check in store_section for _, check, _ in on_store)
+    assert "malformed catalog line" in store_section
     errors = {f["checkpoint_id"] for f in cli["verify"]["findings"] if f["severity"] == "error"} - {None}
     assert errors == {r["checkpoint_id"] for r in cli["ls"] if r["status"] != "ok"}
     runs = _table(at, "run_id", "last_good", "unverified", "health", "superseded")
@@ -78,6 +83,9 @@ def test_page_agrees_with_verify_ls_and_runs(app_env: tuple[Path, Path, dict]) -
     assert int(runs["unverified"].sum()) == 0
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Errors"] == str(sum(1 for f in cli["verify"]["findings"] if f["severity"] == "error"))
+    damaged = {r["run_id"] for r in cli["runs"] if r["health"] == "damaged"}
+    assert metrics["Damaged runs"] == f"{len(damaged)} of {len({r['run_id'] for r in cli['runs']})}"
+    assert metrics["Damaged checkpoints"] == str(sum(1 for r in cli["ls"] if r["status"] in ("corrupt", "incomplete")))
     by_check = _table(at, "check", "findings")
     assert int(by_check["findings"].sum()) == len(reported)
     link = next(u for u in findings["open"] if isinstance(u, str))
@@ -85,6 +93,52 @@ def test_page_agrees_with_verify_ls_and_runs(app_env: tuple[Path, Path, dict]) -
     assert urlparse(link).path == "timeline" and set(query) == {"store", "run", "checkpoint"}
     restore = [p for p in at.get("page_link") if "Restore last good" in p.proto.label]
     assert restore and restore[0].proto.disabled and "--allow-write" in restore[0].proto.help
+
+
+def test_the_overview_counts_what_the_integrity_page_and_the_cli_count(app_env: tuple[Path, Path, dict]) -> None:
+    """One set of numbers: the Overview's metrics and health line, the Integrity page's metrics and
+    `lastgood verify`/`runs`/`ls` agree; the finding about the store itself (the malformed catalog
+    line) is a suggested action on the Overview, in words."""
+    _, _, cli = app_env
+    found, ls = cli["verify"]["findings"], cli["ls"]
+    errors = sum(1 for f in found if f["severity"] == "error")
+    on_store = sum(1 for f in found if f["severity"] == "error" and f["checkpoint_id"] is None)
+    damaged_runs = len({r["run_id"] for r in cli["runs"] if r["health"] == "damaged"})
+    runs = len({r["run_id"] for r in cli["runs"]})
+    damaged = sum(1 for r in ls if r["status"] in ("corrupt", "incomplete"))
+    overview = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert not overview.exception, [e.value for e in overview.exception]
+    metrics = {m.label: m.value for m in overview.metric}
+    assert metrics["Corrupt"] == str(sum(1 for r in ls if r["status"] == "corrupt"))
+    assert metrics["Checkpoints"] == f"{len(ls):,}" and metrics["Runs"] == str(runs)
+    line = f"{damaged_runs} of {runs} runs damaged · {damaged} damaged checkpoints · {errors} errors ({on_store} about"
+    assert any(line in c.value for c in overview.caption), [c.value for c in overview.caption]
+    assert any("Store-level error" in m.value and "malformed catalog line" in m.value for m in overview.markdown)
+    overview.switch_page(INTEGRITY).run()
+    metrics = {m.label: m.value for m in overview.metric}
+    assert (metrics["Errors"], metrics["Damaged runs"], metrics["Damaged checkpoints"]) == \
+        (str(errors), f"{damaged_runs} of {runs}", str(damaged))
+
+
+def test_while_a_check_runs_the_overview_and_integrity_say_what_is_checked_so_far(
+        app_env: tuple[Path, Path, dict]) -> None:
+    """A background check in progress: the Overview's numbers carry a note of how much is checked so
+    far (in the store's terms), the Integrity page a progress bar saying the same, instead of counts
+    that silently change."""
+    store, _, cli = app_env
+    total = len(cli["ls"])
+    index_path, url = str(load_settings().index_path), normalize_url(str(store))
+    job = background.start(index_path, url, "structure", delay=60)  # running, nothing checked yet
+    try:
+        at = AppTest.from_file(ENTRY, default_timeout=60).run()
+        assert not at.exception, [e.value for e in at.exception]
+        note = f"structure checked: 0 of {total:,} checkpoints; counts will change"
+        assert any(note in c.value and "the numbers above" in c.value for c in at.caption), [c.value for c in at.caption]
+        at.switch_page(INTEGRITY).run()
+        assert any(note in p.proto.text for p in at.get("progress")), [p.proto.text for p in at.get("progress")]
+    finally:
+        job.cancel()
+        background.wait(index_path, url, timeout=30)
 
 
 def test_filters_narrow_the_findings(app_env: tuple[Path, Path, dict]) -> None:
@@ -105,7 +159,23 @@ def test_full_read_runs_in_the_background_with_progress(app_env: tuple[Path, Pat
     assert job.done == job.total == sum(r["checkpoints"] for r in cli["runs"])
     assert job.errors_found >= 3  # data findings arrive as they are found
     at.run()
-    assert any("full read: checked" in s.value for s in at.success)
+    total = sum(r["checkpoints"] for r in cli["runs"])
+    done = next(s.value for s in at.success if "full read done" in s.value)
+    errors = sum(1 for f in cli["verify"]["findings"] if f["severity"] == "error")
+    assert f"data checked: {total:,} of {total:,} checkpoints" in done  # in the store's terms, not the job's
+    assert f"{errors} errors" in done and {m.label: m.value for m in at.metric}["Errors"] == str(errors)
+
+
+def test_a_running_check_says_what_is_checked_so_far() -> None:
+    from lastgood.display.numbers import check_progress
+
+    # the dashboard's check of the never-read checkpoints: those read before count as checked
+    assert check_progress("data", 1000, 2186, 2386, True, True) == \
+        "data checked: 1,200 of 2,386 checkpoints; counts will change"
+    assert check_progress("data", 2386, 2386, 2386, False, False) == "data checked: 2,386 of 2,386 checkpoints"
+    assert check_progress("structure", 0, None, 10, False, True).startswith("structure checked: 0 of 10")
+    assert check_progress("data", 2386, 2386, 2386, False, True) == \
+        "data checked: 2,386 of 2,386 checkpoints; recording the results, counts will change"
 
 
 def test_a_finding_link_opens_its_checkpoint_on_the_timeline(app_env: tuple[Path, Path, dict]) -> None:
@@ -114,7 +184,8 @@ def test_a_finding_link_opens_its_checkpoint_on_the_timeline(app_env: tuple[Path
     at = _run(TIMELINE, store=normalize_url(str(store)), run=finding["run_id"],
               checkpoint=finding["checkpoint_id"])
     assert at.selectbox(key="tl_run").value == finding["run_id"]
-    assert at.text_input(key="tl_ref").value == finding["checkpoint_id"]
+    selected = at.selectbox(key="tl_ckpt").value or at.text_input(key="tl_ref").value
+    assert selected == finding["checkpoint_id"]  # landed on the problem itself, selected
     assert any(finding["checkpoint_id"] in s.value for s in at.subheader)
 
 
@@ -132,7 +203,11 @@ def test_the_dashboard_reads_never_read_blobs_in_the_background(tmp_path: Path,
     job = background.wait(str(load_settings().index_path), normalize_url(str(store)), timeout=120)
     assert job is not None and job.depth == "data" and job.only_unverified and job.state == "done"
     at.run()
-    assert any("full read: checked" in c.value for c in at.sidebar.caption)
+    total = sum(r["checkpoints"] for r in json.loads(lastgood_cli("runs", str(store), "--format", "json",
+                                                                  home=home).stdout))
+    # the store's numbers, as the page under it counts them (not the job's own count of what it found)
+    assert any(f"data checked: {total:,} of {total:,} checkpoints" in c.value and "runs damaged" in c.value
+               for c in at.sidebar.caption)
     runs = json.loads(lastgood_cli("runs", str(store), "--format", "json", home=home).stdout)
     assert sum(r["unverified"] for r in runs) == 0 and all(r["last_good"] for r in runs)
     found = json.loads(lastgood_cli("verify", str(store), "--format", "json", home=home).stdout)
@@ -191,7 +266,8 @@ def test_a_secret_shaped_run_links_by_a_non_secret_handle(tmp_path: Path, monkey
     links = {c: parse_qs(urlparse(u).query) for c, u in zip(findings["checkpoint_id"], findings["open"])
              if isinstance(u, str)}
     secret_link, plain_link = links[saved[1].checkpoint_id], links[saved[4].checkpoint_id]
-    assert set(secret_link) == {"store", "key"} and SECRET not in str(links)
+    assert set(secret_link) <= {"store", "run", "key"} and "key" in secret_link and SECRET not in str(links)
+    assert all(v.startswith("key:") for v in secret_link.get("run", []))  # the run by its handle
     assert plain_link["run"] == ["plain-run"] and plain_link["checkpoint"] == [saved[4].checkpoint_id]
     assert SECRET not in rendered_text(at)
 

@@ -17,8 +17,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lastgood import ui
+from lastgood.ui import sidebar as ui_sidebar
+from lastgood.ui import timeline
 from lastgood.config import load_settings
-from lastgood.stores import index_store, open_catalog
+from lastgood.stores import index_store, normalize_url, open_catalog
 from lastgood.readers.native.writer import NativeWriter
 from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
 
@@ -165,15 +167,17 @@ def test_timeline_agent_scope_and_prefix_lookup(app_env: DemoStore) -> None:
 
 
 def test_timeline_aggregates_many_points(app_env: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ui, "TIMELINE_MAX_POINTS", 10)  # the demo store has 18 checkpoints
+    from lastgood.ui import lanes
+
+    monkeypatch.setattr(lanes, "MAX_POINTS", 10)  # the demo store has 18 checkpoints
     at = run_app(TIMELINE)
-    at.selectbox(key="tl_run").select("All runs").run()
-    assert any("18 checkpoints: healthy ones are aggregated" in i.value for i in at.info)
+    assert at.selectbox(key="tl_run").value == "All runs"
+    assert any("18 checkpoint(s)" in i.value and "bucketed" in i.value for i in at.info)
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     hovers = [h for trace in chart["data"] for h in trace.get("hovertext", [])]
     assert any("(aggregated)" in h for h in hovers)
-    options = at.selectbox(key="tl_ckpt").options  # only damaged checkpoints stay individual points
-    assert len(options) == 1 and "corrupt" in options[0]
+    options = at.selectbox(key="tl_ckpt").options  # damaged checkpoints and heads stay individual points
+    assert len(options) == 3 and sum("corrupt" in o for o in options) == 1
     at.selectbox(key="tl_ckpt").select(app_env.damaged.checkpoint_id).run()
     assert any(app_env.damaged.checkpoint_id in s.value for s in at.subheader)
 
@@ -229,12 +233,12 @@ def test_empty_index_and_empty_store_are_explained(tmp_path: Path, monkeypatch: 
     monkeypatch.delenv("LASTGOOD_STORES", raising=False)
     at = run_app()
     assert any("No store selected" in i.value for i in at.info)
-    assert at.sidebar.text_input(key=ui.NEW_URL_KEY)  # the picker is drawn though the page stopped
+    assert at.sidebar.text_input(key=ui_sidebar.NEW_URL_KEY)  # the picker is drawn though the page stopped
     NativeWriter(str(tmp_path / "empty"))
     monkeypatch.setenv("LASTGOOD_STORES", str(tmp_path / "empty"))
     at = run_app()
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
-    assert at.sidebar.selectbox(key=ui.STORE_KEY).value == ui.normalize_url(str(tmp_path / "empty"))
+    assert at.sidebar.selectbox(key=ui.STORE_KEY).value == normalize_url(str(tmp_path / "empty"))
     at = run_app(TIMELINE)
     assert any("No checkpoints in this store yet" in i.value for i in at.info)
     assert at.sidebar.selectbox(key=ui.STORE_KEY) and at.sidebar.button[0].label == "Re-index"
@@ -246,16 +250,16 @@ def test_timeline_draws_a_frame_before_reading_then_its_figure(app_env: DemoStor
     """A session's first Timeline draws an empty frame before it reads the checkpoints (the browser
     loads Plotly's script meanwhile); the figure replaces it, and later reruns draw no frame."""
     calls: list[str] = []
-    for name, label in (("timeline_placeholder", "frame"), ("timeline_data", "read")):
-        original = getattr(ui, name)
-        monkeypatch.setattr(ui, name, lambda *a, _f=original, _l=label: calls.append(_l) or _f(*a))
+    for name, label in (("timeline_placeholder", "frame"), ("lanes_data", "read")):
+        original = getattr(timeline, name)
+        monkeypatch.setattr(timeline, name, lambda *a, _f=original, _l=label: calls.append(_l) or _f(*a))
     at = run_app(TIMELINE)
     assert calls == ["frame", "read"]
     charts = at.get("plotly_chart")
     assert len(charts) == 1
     figure = json.loads(charts[0].proto.spec)
     assert figure["data"] and "Reading the checkpoints" not in charts[0].proto.spec
-    at.toggle(key="tl_by_status").set_value(True).run()
+    at.segmented_control(key="tl_axis").set_value("step").run()
     assert calls == ["frame", "read", "read"] and len(at.get("plotly_chart")) == 1
 
 
@@ -285,7 +289,7 @@ def test_pages_stop_through_ui_stop() -> None:
     # st.stop() would leave out what the page run draws at its end (the store picker's widgets)
     callers = [str(p.relative_to(ROOT)) for p in [*(ROOT / "pages").glob("*.py"), *(ROOT / "app" / "ui").glob("*.py")]
                if "st.stop()" in p.read_text().replace('``st.stop()``', "")]
-    assert callers == ["app/ui/__init__.py"]  # ui.stop itself
+    assert callers == ["app/ui/pagerun.py"]  # ui.stop itself
 
 
 def test_the_sidebar_widgets_follow_the_pages_first_screen(app_env: DemoStore,

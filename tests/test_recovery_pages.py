@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from lastgood.display.numbers import short_id
 from lastgood.readers.native.recovery import NativeRecovery
 from lastgood.readers.native.writer import NativeWriter
 from tests.helpers import lastgood_cli
@@ -74,7 +75,9 @@ def test_preview_reason_confirm_apply_then_undo(store: DemoStore, monkeypatch: p
     monkeypatch.setenv("LASTGOOD_ALLOW_WRITE", "1")
     target = store.of_run("run-beta")[2]
     at = recovery_app(action="rollback", run="run-beta", target=target.checkpoint_id)
-    assert [m.value for m in at.metric][2] == "3"  # steps 3, 4, 5 become superseded
+    plan = " ".join(m.value for m in at.markdown)
+    assert "**Superseded**: 3 later checkpoints" in plan  # steps 3, 4, 5 become superseded
+    assert "**After** it resumes from step 2 · " in plan and "**Now** the agent resumes from step 5 · " in plan
     assert apply_button(at).disabled  # no reason yet
     at.text_input(key="rc_reason").input("the error at step 3").run()
     apply_button(at).click().run()
@@ -102,7 +105,8 @@ def test_preview_reason_confirm_apply_then_undo(store: DemoStore, monkeypatch: p
     at.session_state["rc_action"] = "undo"
     at.run()
     offered = at.selectbox(key="rc_undo_of").options  # an undone action is not offered again
-    assert len(offered) == 1 and entries[1]["id"] in offered[0] and entries[0]["id"] not in offered[0]
+    assert len(offered) == 1 and short_id(entries[1]["id"]) in offered[0]  # actions by their short ids
+    assert short_id(entries[0]["id"]) not in offered[0]
 
 
 def test_a_link_opens_its_own_store_and_never_previews_another_target(
@@ -115,26 +119,53 @@ def test_a_link_opens_its_own_store_and_never_previews_another_target(
     at = recovery_app(store=other.url, action="quarantine", run="run-beta", target=target)
     assert at.session_state["lastgood_store"] == other.url and at.session_state["rc_target"] == target
     assert at.subheader[0].value == "Preview (dry run)" and not at.error
-    assert any(target in m.value for m in at.markdown)  # the preview names the checkpoint it marks
+    assert any(short_id(target) in m.value for m in at.markdown)  # the preview names the checkpoint it marks
     assert not any("Side effects" in m.value for m in at.markdown)  # a mark rewinds nothing
     wrong = recovery_app(store=store.url, action="quarantine", run="run-beta", target=target)
     assert wrong.session_state["lastgood_store"] == store.url
-    assert any("The link named checkpoint" in e.value for e in wrong.error)
+    assert any("The link named a checkpoint" in e.value for e in wrong.error)
+    assert not any(target in e.value for e in wrong.error)  # what a link named is never echoed
     assert not [s for s in wrong.subheader if s.value == "Preview (dry run)"]  # nothing previewed
     wrong.run()  # a rerun (the background check's end) keeps saying it
-    assert any("The link named checkpoint" in e.value for e in wrong.error)
+    assert any("The link named a checkpoint" in e.value for e in wrong.error)
 
 
-def test_force_is_for_one_action(store: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_quarantined_target_needs_the_override_which_is_for_one_action(
+        store: DemoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = store.of_run("run-beta")[1].checkpoint_id
+    done = lastgood_cli("quarantine", store.url, target, "--reason", "bad tool output", "--yes", home=store.home)
+    assert done.returncode == 0, done.stderr
     monkeypatch.setenv("LASTGOOD_ALLOW_WRITE", "1")
-    at = recovery_app(action="restore", run="run-beta", target=store.of_run("run-beta")[1].checkpoint_id)
-    at.checkbox(key="rc_force").check().run()
-    next(b for b in at.button if b.label == "Preview (dry run)").click().run()
+    at = recovery_app(action="restore", run="run-beta", target=target)
+    refused = " ".join(w.value for w in at.warning)
+    assert "**quarantined**" in refused and "bad tool output" in refused  # why, before any preview
+    assert not [s for s in at.subheader if s.value == "Preview (dry run)"]  # not previewed until overridden
+    at.checkbox(key="rc_force").check().run()  # the override previews at once
+    assert [s.value for s in at.subheader].count("Preview (dry run)") == 1
+    assert any("forced" in w.value for w in at.warning)
     at.text_input(key="rc_reason").input("forced on purpose").run()
     apply_button(at).click().run()
+    dialog = " ".join(m.value for m in at.markdown) + " ".join(w.value for w in at.warning)
+    assert "forced" in dialog  # the confirmation repeats it
     at.button(key="rc_confirm_apply").click().run()
     assert not at.exception and "restore" in at.success[0].value
-    assert at.checkbox(key="rc_force").value is False
+    assert at.checkbox(key="rc_force").value is False  # unticked after the action
+
+
+def test_restore_is_not_offered_up_front_on_a_corrupt_checkpoint(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    demo = build_demo_store(tmp_path / "store", tmp_path / "home")  # run-gamma's newest: its blob deleted
+    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
+    monkeypatch.setenv("LASTGOOD_STORES", demo.url)
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    at.switch_page(TIMELINE).run()
+    at.selectbox(key="tl_run").select("run-gamma").run()
+    at.selectbox(key="tl_ckpt").select(demo.damaged.checkpoint_id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [link.proto.label for link in at.get("page_link")]
+    assert "Restore this" not in labels and "Rollback to here" not in labels  # not offered up front
+    assert "Restore this (override)" in labels and "Quarantine" in labels  # behind "Restore anyway…"
+    assert any("This checkpoint is **corrupt**" in c.value and "does not exist" in c.value for c in at.caption)
 
 
 def test_timeline_detail_links_to_recovery_actions(store: DemoStore) -> None:
@@ -185,6 +216,10 @@ def test_restore_last_good_in_chromium_then_undo(store: DemoStore, chromium_brow
         page.get_by_text("applied: run").wait_for()
         assert writer.load_head_state("run-alpha") == demo_state("run-alpha", 5)
         page.get_by_role("button", name="Undo this action").click()
+        # the undo moves the head back to the quarantined checkpoint: refused until overridden, with why
+        page.get_by_text("is quarantined", exact=False).first.wait_for()
+        assert "garbage" in page.inner_text("body")
+        page.get_by_text("Override: restore it although it is quarantined").click()
         page.get_by_text("Preview (dry run)").first.wait_for()
         page.get_by_label("Reason (required; recorded in the journal)").fill("it was fine after all")
         page.keyboard.press("Enter")
@@ -245,3 +280,56 @@ def test_the_store_and_each_pages_selection_survive_a_visit_to_another_page(
     at.switch_page("../pages/diff.py").run()
     assert (at.session_state["diff_ckpt_a"], at.session_state["diff_ckpt_b"]) == chosen
     assert not at.exception and not at.warning, [w.value for w in at.warning]
+
+
+# ---- secrets in pages (a secret-shaped run id; a typed reason; link parameters) -------------------
+
+
+def test_a_secret_shaped_run_never_reaches_an_action_a_link_or_an_echo(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose id holds a secret and whose head is damaged: the Overview's suggested action and its
+    "Restore last good…" link, the Integrity page's link and the Recovery page opened from it name the
+    run by its handle (``key:…``) and never show the secret; a link naming a run the store does not
+    have is refused without echoing it; a typed reason with URLs is shown as plain text (never a link)."""
+    from datetime import timedelta
+    from urllib.parse import parse_qs
+
+    from lastgood.index.queries import run_handle
+    from tests.helpers import T0
+
+    run = f"deploy-{SECRET}"
+    store, home = tmp_path / "store", tmp_path / "home"
+    writer = NativeWriter(str(store), codec="json")
+    saved = [writer.save(run, {"step": step}, step=step, created_at=T0 + timedelta(minutes=step)) for step in range(3)]
+    (store / saved[-1].location).unlink()  # the head's blob gone: restore the last good one
+    assert lastgood_cli("verify", str(store), "--read-data", home=home).returncode == 1
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", str(store))
+    monkeypatch.setenv("LASTGOOD_ALLOW_WRITE", "1")
+
+    at = AppTest.from_file(ENTRY, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    action = next(m.value for m in at.markdown if "its head among them" in m.value)
+    restore = next(p.proto for p in at.get("page_link") if p.proto.label == "Restore last good…")
+    overview_link = parse_qs(restore.query_string)
+    assert overview_link["run"] == [run_handle(run)] and SECRET not in action + restore.query_string
+    assert "[redacted]" in action or "deploy-" in action
+
+    at.switch_page("../pages/integrity.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    restore = next(p.proto for p in at.get("page_link") if p.proto.label == "Restore last good…")
+    assert parse_qs(restore.query_string)["run"] == [run_handle(run)] and SECRET not in restore.query_string
+    assert SECRET not in str(at._tree)
+
+    at = recovery_app(**{k: v[0] for k, v in overview_link.items()})
+    assert [s.value for s in at.subheader].count("Preview (dry run)") == 1  # the handle names the run
+    reason = "rolled back, see https://evil.example/x and [this](https://evil.example/y) <b>now</b>"
+    at.text_input(key="rc_reason").input(reason).run()
+    apply_button(at).click().run()
+    assert reason in [t.value for t in at.text]  # the reason, repeated as plain text
+    assert not any("https://evil.example" in m.value for m in at.markdown)  # never markdown: no link
+    assert SECRET not in str(at._tree)
+
+    unknown = recovery_app(action="restore-last-good", run=f"other-{SECRET}")
+    assert any("The link named a run" in e.value for e in unknown.error)
+    assert SECRET not in str(unknown._tree) and f"other-{SECRET}" not in str(unknown._tree)

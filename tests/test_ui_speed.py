@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lastgood import ui
 from lastgood.integrity import background
 from lastgood.index import queries
 from lastgood.serve import process as serve
+from lastgood.serve import startup
 from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store, normalize_url
+from lastgood.ui import stores as ui_stores
 from tests.fixtures_browser import free_port, group_pids, stop_group, wait_for_health
 from tests.helpers import lastgood_cli, write_store
 
@@ -60,8 +61,8 @@ def test_first_page_uses_the_startup_refresh_instead_of_indexing_again(store, mo
     thread = serve.refresh_in_background(index_path, [url])
     assert thread.daemon and thread.name == "lastgood-startup-index"
     calls: list[str] = []
-    real_index_store = ui.index_store
-    monkeypatch.setattr(ui, "index_store", lambda c, u, **k: calls.append(u) or real_index_store(c, u, **k))
+    real_index_store = ui_stores.index_store
+    monkeypatch.setattr(ui_stores, "index_store", lambda c, u, **k: calls.append(u) or real_index_store(c, u, **k))
 
     at = AppTest.from_file(ENTRY, default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -357,19 +358,19 @@ def test_a_known_store_is_shown_at_once_and_refreshed_after_the_first_page(store
     url, home = store
     index_path = str(home / "index.duckdb")
     index_store(Catalog(index_path), url, check="structure")  # indexed before: this is a reopen
-    monkeypatch.setattr(serve, "first_page_shown", threading.Event())  # no page drawn yet
+    monkeypatch.setattr(startup, "first_page_shown", threading.Event())  # no page drawn yet
     thread = serve.refresh_in_background(index_path, [url], known=[url])
     time.sleep(0.3)
     assert thread.is_alive()  # a known store's refresh waits for the first page
     calls: list[str] = []
-    monkeypatch.setattr(ui, "index_store", lambda *a, **k: calls.append(a[1]))
+    monkeypatch.setattr(ui_stores, "index_store", lambda *a, **k: calls.append(a[1]))
 
     at = AppTest.from_file(ENTRY, default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
     assert _metrics(at)["Checkpoints"] == f"{RUNS * STEPS}"  # the index as it is, at once
     assert any("Looking for new checkpoints" in c.value for c in at.sidebar.caption)
     assert calls == []  # not re-listed before the first page
-    assert serve.first_page_shown.is_set()
+    assert startup.first_page_shown.is_set()
     thread.join(60)
     assert not thread.is_alive()  # the refresh ran once the page was drawn
 

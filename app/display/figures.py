@@ -15,12 +15,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lastgood.cli.output import escape_controls, human_bytes
+from lastgood.readers.base import DAMAGED_STATUSES, Status
 
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-DAMAGED = ("corrupt", "incomplete")
+DAMAGED = tuple(DAMAGED_STATUSES)
 
 
 def plain(value: Any) -> str:
@@ -36,12 +37,12 @@ ALL_RUNS = "All runs"
 MAX_CHOICES = 3000
 
 
-STATUS_COLORS = {"ok": "#2e9e5b", "corrupt": "#d62728", "incomplete": "#ff7f0e",
-                 "quarantined": "#9467bd", "superseded": "#9aa0a6"}
+STATUS_COLORS = {Status.OK: "#2e9e5b", Status.CORRUPT: "#d62728", Status.INCOMPLETE: "#ff7f0e",
+                 Status.QUARANTINED: "#9467bd", Status.SUPERSEDED: "#9aa0a6"}
 
 
-STATUS_SYMBOLS = {"ok": "circle", "corrupt": "x", "incomplete": "x", "quarantined": "diamond",
-                  "superseded": "circle-open"}
+STATUS_SYMBOLS = {Status.OK: "circle", Status.CORRUPT: "x", Status.INCOMPLETE: "x", Status.QUARANTINED: "diamond",
+                  Status.SUPERSEDED: "circle-open"}
 
 
 TRIGGER_COLORS = {"periodic": "#4c78a8", "event": "#f58518", "manual": "#54a24b",
@@ -124,7 +125,7 @@ def _point_label(row: dict[str, Any], aggregated: bool) -> str:
                 f"<br>{plain(row['trigger'])} · {row['status']} · {human_bytes(row['size_bytes'])}"
                 f"<br>from step {row['step']} · bucket at {utc(row['created_at'])} UTC")
     reason = f"<br>{plain(str(row['status_reason'])[:100])}" if isinstance(row.get("status_reason"), str) else ""
-    if row.get("status") == "ok" and not bool(row.get("data_checked", True)):
+    if row.get("status") == Status.OK and not bool(row.get("data_checked", True)):
         reason += "<br><i>unverified: data not read by a check yet</i>"
     return (f"<b>{plain(row['run_id'])}</b> step {row['step']}<br>{plain(row['trigger'])} · {row['status']} · "
             f"{human_bytes(row['size_bytes'])}<br>{utc(row['created_at'])} UTC<br>"
@@ -156,7 +157,7 @@ def _unverified(frame: pd.DataFrame) -> pd.Series:
 
     if "data_checked" not in frame:
         return pd.Series(False, index=frame.index)
-    return (frame["status"] == "ok") & ~frame["data_checked"].fillna(False).astype(bool)
+    return (frame["status"] == Status.OK) & ~frame["data_checked"].fillna(False).astype(bool)
 
 
 def _point_trace(frame: pd.DataFrame, name: str, color: str, y: str, aggregated: bool,
@@ -222,7 +223,7 @@ def timeline_figure(data: TimelineData, color_by_status: bool, y: str,
     groups = list(damaged.groupby("status")) if color_by_status else [("damaged", damaged)]
     for name, group in groups:  # drawn last so damaged checkpoints stay on top
         if not group.empty:
-            color = STATUS_COLORS.get(name, STATUS_COLORS["corrupt"])
+            color = STATUS_COLORS.get(name, STATUS_COLORS[Status.CORRUPT])
             fig.add_trace(_point_trace(group, str(name), color, y, agg, "status"))
     chosen = points[points["checkpoint_id"].fillna("").str.startswith(highlight)] if highlight else points[:0]
     if len(chosen) == 1:

@@ -1,8 +1,16 @@
-"""Streamlit glue for the Diff page: selection (with URL query params), the cached diff,
-the conversation view, the tree of other changes, the field-over-time chart, export.
+"""Streamlit glue for the Diff page: which two checkpoints it compares (A and B, each from any of the
+dashboard's stores), the cached diff, the conversation, the other changes, both states as one tree,
+the tensors of two training checkpoints, export. The views along a run (a field over time,
+divergence, each step's changes): lastgood.ui.history.
+
+The selection: its session keys and the page's link (lastgood.ui.links: ``store``, ``a``, ``b``,
+``store_b``), so a shared link opens the same diff. B defaults to the newest checkpoint with a state
+of the most recent run; A follows B (its parent) until A is picked by hand, named by a link or chosen
+with B (:func:`select_pair`); a checkpoint chosen by code selects its run too. An id a link names that
+matches no checkpoint (or several) is refused: nothing is compared until that side is picked.
 
 Everything shown is redacted: diffs by ``diff_states`` (redact=True), states by
-``lastgood.investigate.show.load_state_safely``, tracked values when they are stored.
+``lastgood.investigate.show.load_state_safely``, tensor names by the tensor diff's table (redact_frame).
 """
 
 from __future__ import annotations
@@ -11,33 +19,43 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from lastgood.investigate import history as inv
-from lastgood.investigate.diff import message_line, preview
-from lastgood.errors import LastgoodError
-from lastgood.redact import redact_text
 from lastgood.cli.output import dumps
+from lastgood.display import changes as shown_changes
+from lastgood.display.figures import DAMAGED, utc
+from lastgood.display.numbers import short_id
+from lastgood.errors import LastgoodError
+from lastgood.index.queries import checkpoint_handle
+from lastgood.investigate import history as inv
 from lastgood.investigate.show import load_state_safely
-from lastgood.investigate.stateview import find_conversation, truncate
+from lastgood.investigate.stateview import find_conversation, get_path, message_normalizer
+from lastgood.readers.base import Capability, capabilities
 from lastgood.readers.registry import display_url
-from lastgood.ui import (DAMAGED, STORE_KEY, StoreRef, _candidate_urls, _catalog, _ensure_indexed, _open_store,
-                         code, guarded, md_escape, runs_frame, stop, utc)
+from lastgood.redact import redact_text
+from lastgood.ui import links, report_button, stores
+from lastgood.ui.escape import code, literal_lines, md_escape
+from lastgood.ui.pagerun import guarded, stop
+from lastgood.ui.recovery import recovery_links
+from lastgood.ui.stores import STORE_KEY, StoreRef, runs_frame
+from lastgood.ui.tables import export_buttons, redact_frame
 
 MAX_CHOICES = 500
-MAX_MESSAGE_CHANGES = 200
+MAX_MESSAGE_CHANGES = 500  # changed messages drawn one by one (the export has every change)
+CONTEXT_SHOWN = 20  # unchanged messages listed inside one collapsed group
 MAX_TREE_ROWS = 2000
+AUTO_TENSOR_BYTES = 512 * 2**20  # two training checkpoints this small are compared tensor by tensor at once
 # session-state keys
 RUN_A, CKPT_A, RUN_B, CKPT_B = "diff_run_a", "diff_ckpt_a", "diff_run_b", "diff_ckpt_b"
-PREV_B, PARAMS_TAKEN, ONLY_CHANGES, TRACK_PATH = "diff_prev_b", "diff_params_taken", "diff_only", "diff_track"
-PIN_A, STORE_B = "diff_pin_a", "diff_store_b"
-TRACK_DEFAULT = "diff_track_default"  # the path last offered by default (a typed one is kept)
+PREV_B = "diff_prev_b"  # B when A last followed it
+PIN_A, STORE_A, STORE_B = "diff_pin_a", "diff_store_a", "diff_store_b"  # A chosen (not B's parent); the stores
+REFUSED = "diff_refused"  # {side: why}: a link named an id that matches no checkpoint (or several)
+TENSORS = "diff_tensors"  # the Compare tensors button
 SAME_STORE = ""  # STORE_B's value when B is in A's store
 REMEMBERED = (RUN_A, CKPT_A, RUN_B, CKPT_B, STORE_B)  # kept when the operator visits another page
+ONLY_CHANGES = "diff_only"  # the Only changes toggle
 SYNC = "_sync_run"  # suffix: a checkpoint chosen by code (link, parent) selects its run too
-MARKS = {"add": ("added", "green"), "remove": ("removed", "red"), "edit": ("edited", "orange"),
-         "move": ("moved", "blue")}
+KEYS = {"A": (RUN_A, CKPT_A), "B": (RUN_B, CKPT_B)}
 
 
 @dataclass(frozen=True)
@@ -51,24 +69,28 @@ class DiffView:
     error_b: str | None
     messages_path: list[str]
     statuses: tuple[str | None, str | None] = (None, None)
+    conversation: list[Any] | None = None  # display.changes' messages and unchanged groups, in order
+    messages_b: int = 0  # how many messages B's conversation holds
+    training: bool = False  # both stores list tensors (a tensor diff can be shown)
+    size_bytes: int = 0  # A's and B's sizes together
 
 
-# ---- selection ---------------------------------------------------------------------------
+# ---- the link -------------------------------------------------------------------------------
 
 
-def take_query_params() -> None:
-    """On a page's first run, A, B and the store from the URL (a shared link) become the selection."""
-    if st.session_state.get(PARAMS_TAKEN):
+def take_link() -> None:
+    """On the run a link arrives in, its store, A, B (and store_b) become the selection."""
+    params = links.take("diff", [links.STORE, links.A, links.B, links.STORE_B])
+    if not params:
         return
-    st.session_state[PARAMS_TAKEN] = True
-    params = st.query_params
-    if params.get("store"):
-        st.session_state[STORE_KEY] = params["store"]
-    st.session_state[STORE_B] = params.get("store_b") or SAME_STORE
-    if params.get("b"):
-        _queue(CKPT_B, params["b"])
-    if params.get("a"):
-        _queue(CKPT_A, params["a"])
+    st.session_state.pop(REFUSED, None)
+    if params.get(links.STORE):
+        st.session_state[STORE_KEY] = params[links.STORE]
+    st.session_state[STORE_B] = params.get(links.STORE_B) or SAME_STORE
+    if params.get(links.B):
+        _queue(CKPT_B, params[links.B])
+    if params.get(links.A):
+        _queue(CKPT_A, params[links.A])
         st.session_state[PIN_A] = True  # "compare with…": A stays while B is picked
 
 
@@ -78,34 +100,47 @@ def _queue(ckpt_key: str, checkpoint: str) -> None:
     st.session_state[ckpt_key + SYNC] = True
 
 
-def write_query_params(ref: StoreRef, a: str | None, b: str | None, ref_b: StoreRef | None = None) -> None:
+def write_link(ref: StoreRef, a: str | None, b: str | None, ref_b: StoreRef | None = None) -> None:
     """The selection in the URL, so a copied link opens this same diff (``store_b`` only when B
-    is in another store)."""
-    wanted = {"store": ref.url, "a": a or "", "b": b or ""}
-    if ref_b is not None and ref_b.url != ref.url:
-        wanted["store_b"] = ref_b.url
-    elif "store_b" in st.query_params:
-        del st.query_params["store_b"]
-    if any(st.query_params.get(k) != v for k, v in wanted.items()):
-        st.query_params.update(wanted)
+    is in another store; a secret-shaped checkpoint by its handle)."""
+    ref_b = ref_b or ref
+    links.write("diff", {links.STORE: ref.url, links.A: _link_value(ref, a), links.B: _link_value(ref_b, b),
+                         links.STORE_B: ref_b.url if ref_b.url != ref.url else None})
 
 
-def pick_store_b(ref: StoreRef) -> StoreRef:
-    """The store B is picked from: A's (default) or another one of the dashboard's stores
-    (a native run against a LangGraph thread, say)."""
-    others = [u for u in _candidate_urls(_catalog(ref.index_path)) if u != ref.url]
-    options = [SAME_STORE, *others]
+def _link_value(ref: StoreRef, checkpoint: str | None) -> str | None:
+    if not checkpoint or not links.is_secret_shaped(checkpoint):
+        return checkpoint
+    record = _maybe_record(ref, checkpoint)
+    return checkpoint_handle(record["run_id"], record["namespace"], checkpoint) if record else None
+
+
+# ---- stores ---------------------------------------------------------------------------------
+
+
+def pick_stores(ref: StoreRef, row_a: Any, row_b: Any) -> StoreRef:
+    """Store (A) — the dashboard's store, the sidebar's choice — and Store (B): A's (default) or another
+    one of the dashboard's stores (a native run against a LangGraph thread, say). Returns B's store."""
+    urls = stores.candidate_urls(stores.catalog(ref.index_path))
+    st.session_state[STORE_A] = ref.url
+    row_a.selectbox("Store (A)", urls if ref.url in urls else [ref.url, *urls], key=STORE_A, format_func=display_url,
+                    on_change=_store_a_changed, help="The dashboard's store (the sidebar's choice follows)")
+    options = [SAME_STORE, *[u for u in urls if u != ref.url]]
     if st.session_state.get(STORE_B) not in options:
         st.session_state[STORE_B] = SAME_STORE
-    url = st.selectbox("Store (B)", options, key=STORE_B, format_func=lambda u: display_url(u) if u else
-                       f"same as A ({display_url(ref.url)})", help="Compare with a checkpoint of another store")
+    url = row_b.selectbox("Store (B)", options, key=STORE_B, format_func=lambda u: display_url(u) if u else
+                          f"same as A ({display_url(ref.url)})", help="Compare with a checkpoint of another store")
     if url == SAME_STORE:
         return ref
-    ref_b = _ensure_indexed(_catalog(ref.index_path), ref.index_path, url, ref.allow_write)
+    ref_b = stores.ensure_indexed(stores.catalog(ref.index_path), ref.index_path, url, ref.allow_write)
     if ref_b is None:
         st.error(f"Store {code(display_url(url))} cannot be opened: pick another store for B.")
         stop()
     return ref_b
+
+
+def _store_a_changed() -> None:
+    st.session_state[STORE_KEY] = st.session_state[STORE_A]
 
 
 def runs_of(ref: StoreRef) -> list[str]:
@@ -114,11 +149,14 @@ def runs_of(ref: StoreRef) -> list[str]:
     return [] if runs.empty else list(dict.fromkeys(runs["run_id"]))
 
 
+# ---- checkpoints ----------------------------------------------------------------------------
+
+
 @st.cache_data(ttl=60, max_entries=64, show_spinner=False)
 def _run_choices(index_path: str, store_id: int, run_id: str) -> dict[str, tuple[str, str]]:
     """The run's newest checkpoints, newest first: id -> (label, status)."""
-    records = inv.run_checkpoints(_catalog(index_path), store_id, run_id)[-MAX_CHOICES:]
-    return {r.checkpoint_id: (f"step {r.step} · {utc(r.created_at)} · {r.status} · {r.checkpoint_id[:13]}…",
+    records = inv.run_checkpoints(stores.catalog(index_path), store_id, run_id)[-MAX_CHOICES:]
+    return {r.checkpoint_id: (f"step {r.step} · {utc(r.created_at)} · {r.status} · {short_id(r.checkpoint_id)}",
                               r.status) for r in reversed(records)}
 
 
@@ -131,29 +169,32 @@ def _newest_with_state(choices: dict[str, tuple[str, str]]) -> str | None:
 
 @st.cache_data(ttl=60, max_entries=64, show_spinner=False)
 def _record(index_path: str, store_id: int, ref: str) -> dict[str, Any]:
-    record = inv.resolve_ref(_catalog(index_path), store_id, ref)
-    parent = inv.parent_of(_catalog(index_path), store_id, record)
-    return {"checkpoint_id": record.checkpoint_id, "run_id": record.run_id, "step": record.step,
-            "created_at": record.created_at, "status": record.status,
-            "parent_id": parent.checkpoint_id if parent else None}
+    record = inv.resolve_ref(stores.catalog(index_path), store_id, ref)
+    parent = inv.parent_of(stores.catalog(index_path), store_id, record)
+    return {"checkpoint_id": record.checkpoint_id, "run_id": record.run_id, "namespace": record.namespace,
+            "step": record.step, "created_at": record.created_at, "status": record.status,
+            "size_bytes": record.size_bytes or 0, "parent_id": parent.checkpoint_id if parent else None}
 
 
-def pick_checkpoints(ref: StoreRef, runs: list[str], ref_b: StoreRef | None = None,
-                     runs_b: list[str] | None = None) -> tuple[str | None, str | None]:
-    """Run and checkpoint for B (default: the newest checkpoint with a state of the most recent run;
-    from ``ref_b`` when given)
-    and A (default: B's parent — when B is in A's store — re-chosen whenever B changes until A is
-    picked by hand or named by a link)."""
-    ref_b, runs_b = ref_b or ref, runs_b if runs_b is not None else runs
+def pick_checkpoints(ref: StoreRef, runs: list[str], ref_b: StoreRef, runs_b: list[str], row_a: list[Any],
+                     row_b: list[Any]) -> tuple[str | None, str | None]:
+    """Run and checkpoint for A (in ``row_a``'s two cells, drawn above) and B (``row_b``'s). B defaults to the
+    newest checkpoint with a state of the most recent run; A to B's parent (when B is in A's store),
+    re-chosen whenever B changes until A is picked by hand or named by a link."""
     with guarded():
-        b = _pick_side(ref_b, runs_b, "B", RUN_B, CKPT_B)
+        b = _pick_side(ref_b, runs_b, "B", row_b)
         if b and st.session_state.get(PREV_B) != (ref_b.url, b):
             st.session_state[PREV_B] = (ref_b.url, b)
             parent = _record(ref_b.index_path, ref_b.store_id, b)["parent_id"] if ref_b == ref else None
-            if not st.session_state.get(PIN_A) and ref_b == ref:
+            if not st.session_state.get(PIN_A) and ref_b == ref and "A" not in refused():
                 _queue(CKPT_A, parent or b)
-        a = _pick_side(ref, runs, "A", RUN_A, CKPT_A)
+        a = _pick_side(ref, runs, "A", row_a)
     return a, b
+
+
+def refused() -> dict[str, str]:
+    """The sides a link named an id for that matches no checkpoint, with why."""
+    return st.session_state.get(REFUSED) or {}
 
 
 def _maybe_record(ref: StoreRef, checkpoint: str) -> dict[str, Any] | None:
@@ -163,30 +204,57 @@ def _maybe_record(ref: StoreRef, checkpoint: str) -> dict[str, Any] | None:
         return None
 
 
-def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key: str) -> str | None:
+def _pick_side(ref: StoreRef, runs: list[str], side: str, row: list[Any]) -> str | None:
+    run_key, ckpt_key = KEYS[side]
     wanted = st.session_state.get(ckpt_key)
     if wanted and st.session_state.pop(ckpt_key + SYNC, False):
         try:
             record = _record(ref.index_path, ref.store_id, wanted)
-        except LastgoodError as exc:  # a bad link: one error line, and the pickers to choose another
-            st.error(f"{side}: {md_escape(redact_text(str(exc)))}")
+        except LastgoodError as exc:  # a bad link: refused, and the pickers to choose another
+            st.session_state[REFUSED] = {**refused(), side: redact_text(str(exc))}
             st.session_state[ckpt_key] = wanted = None
         else:
             st.session_state[run_key] = record["run_id"]
             st.session_state[ckpt_key] = wanted = record["checkpoint_id"]
     if st.session_state.get(run_key) not in runs:
         st.session_state[run_key] = runs[0]
-    left, right = st.columns([2, 5])
-    run = left.selectbox(f"Run ({side})", runs, key=run_key)
+    run = row[0].selectbox(f"Run ({side})", runs, key=run_key, on_change=_picked, args=(side,))
     listed = _run_choices(ref.index_path, ref.store_id, run)
     choices = {cid: label for cid, (label, _) in listed.items()}
     record = _maybe_record(ref, wanted) if wanted and wanted not in choices else None
     if record and record["run_id"] == run:  # older than the newest MAX_CHOICES
-        choices[wanted] = f"step {record['step']} · {wanted[:13]}…"
-    if st.session_state.get(ckpt_key) not in choices:
+        choices[wanted] = f"step {record['step']} · {short_id(wanted)}"
+    if side in refused():
+        st.session_state[ckpt_key] = None  # nothing chosen until the operator picks
+    elif st.session_state.get(ckpt_key) not in choices:
         st.session_state[ckpt_key] = _newest_with_state(listed)
-    pin = (lambda: st.session_state.update({PIN_A: True})) if side == "A" else None
-    return right.selectbox(side, list(choices), format_func=choices.get, key=ckpt_key, on_change=pin)
+    return row[1].selectbox(side, list(choices), format_func=choices.get, key=ckpt_key, on_change=_picked,
+                         args=(side,), placeholder=f"Pick {side}")
+
+
+def _picked(side: str) -> None:
+    """A side picked by hand: a link's refused id no longer stands; A stays as chosen."""
+    st.session_state[REFUSED] = {s: why for s, why in refused().items() if s != side}
+    if side == "A":
+        st.session_state[PIN_A] = True
+
+
+def render_refused(ref: StoreRef, ref_b: StoreRef) -> bool:
+    """Say which id of the link matches nothing (nothing is compared); True when one does."""
+    why = refused()
+    for side, message in why.items():
+        where = (ref if side == "A" else ref_b).display
+        st.error(f"{side}: {md_escape(message)} in store {code(where)} — nothing is compared until {side} is "
+                 "picked above.", icon=":material/link_off:")
+    return bool(why)
+
+
+def select_pair(a: str, b: str) -> None:
+    """Compare ``a`` with ``b`` (a callback: before the run it triggers), A kept as chosen."""
+    _queue(CKPT_B, b)
+    _queue(CKPT_A, a)
+    st.session_state[PIN_A] = True  # keep this A (not B's parent)
+    st.session_state.pop(REFUSED, None)
 
 
 # ---- the diff ---------------------------------------------------------------------------
@@ -194,17 +262,33 @@ def _pick_side(ref: StoreRef, runs: list[str], side: str, run_key: str, ckpt_key
 
 @st.cache_data(ttl=60, max_entries=16, show_spinner="Decoding and comparing…")
 def _diff_view(index_path: str, url: str, store_id: int, a: str, b: str, url_b: str, store_id_b: int) -> DiffView:
-    catalog, store, store_b = _catalog(index_path), _open_store(index_path, url), _open_store(index_path, url_b)
-    result, label_a, label_b = inv.diff_checkpoints(catalog, store, a, b, store_b)
-    record_a = inv.resolve_ref(catalog, store_id, a)
-    record_b = inv.resolve_ref(catalog, store_id_b, b)
+    index = stores.catalog(index_path)
+    store, store_b = stores.cached_store(index_path, url), stores.cached_store(index_path, url_b)
+    result, label_a, label_b = inv.diff_checkpoints(index, store, a, b, store_b)
+    record_a = inv.resolve_ref(index, store_id, a)
+    record_b = inv.resolve_ref(index, store_id_b, b)
     state_a, error_a = load_state_safely(store, record_a)
     state_b, error_b = load_state_safely(store_b, record_b)
-    path, _ = find_conversation(state_b)
+    normalize = message_normalizer(store_b.reader)  # the readers' own message shapes made plain
+    path, _ = find_conversation(state_b, normalize=normalize)
     if not path:
-        path, _ = find_conversation(state_a)
-    return DiffView(result.to_dict(label_a, label_b), state_a, state_b, error_a, error_b, path,
-                    (record_a.status, record_b.status))
+        normalize = message_normalizer(store.reader)
+        path, _ = find_conversation(state_a, normalize=normalize)
+    data = result.to_dict(label_a, label_b)
+    messages_a, messages_b = _list_at(state_a, path), _list_at(state_b, path)
+    items = shown_changes.conversation_diff(messages_a or [], messages_b or [], data["changes"],
+                                            "/" + "/".join(path), normalize) if path else None
+    training = all(Capability.TENSORS in capabilities(s.reader) for s in (store, store_b))
+    return DiffView(data, state_a, state_b, error_a, error_b, path, (record_a.status, record_b.status), items,
+                    len(messages_b or []), training, (record_a.size_bytes or 0) + (record_b.size_bytes or 0))
+
+
+def _list_at(state: Any, path: list[str]) -> list[Any] | None:
+    try:
+        found = get_path(state, path) if path else None
+    except (KeyError, IndexError, TypeError):
+        return None
+    return found if isinstance(found, list) else None
 
 
 def diff_view(ref: StoreRef, a: str, b: str, ref_b: StoreRef | None = None) -> DiffView:
@@ -216,9 +300,15 @@ def diff_view(ref: StoreRef, a: str, b: str, ref_b: StoreRef | None = None) -> D
 def render_summary(view: DiffView) -> None:
     s = view.result["summary"]
     cols = st.columns(4)
-    for col, (label, key) in zip(cols, [("Added", "added"), ("Removed", "removed"), ("Changed", "changed"),
-                                        ("Moved", "moved")]):
-        col.metric(label, f"{s.get(key, 0):,}")
+    for col, (label, key, op) in zip(cols, [("Added", "added", "add"), ("Removed", "removed", "remove"),
+                                            ("Changed", "changed", "change"), ("Moved", "moved", "move")]):
+        meaning = shown_changes.CHANGE_KINDS[op][1]
+        if op == "change":
+            meaning += "; a *type change* (another kind of value) counts here too"
+        col.metric(label, f"{s.get(key, 0):,}", help=meaning)
+    st.caption(" · ".join(f"**{label}**: {meaning.split(':')[0].split(' (')[0]}"
+                          for label, meaning in shown_changes.CHANGE_KINDS.values()),
+               help=shown_changes.kinds_legend())
     if not view.result["changes"]:
         st.success("No changes: A and B hold the same state.")
 
@@ -226,84 +316,86 @@ def render_summary(view: DiffView) -> None:
 def render_recovery_links(ref: StoreRef, view: DiffView, ref_b: StoreRef | None = None) -> None:
     """Restore / rollback / quarantine A or B: links to the Recovery page's dry-run preview
     (B only when it is in A's store: the Recovery page acts on the selected store)."""
-    from lastgood.ui.recovery import recovery_links  # lazy, as in the Timeline detail
-
+    report_button.render(ref, pair=report_button.diff_pair(view, ref, ref_b))  # "Download report": with this diff
     sides = ("a", "b") if ref_b is None or ref_b.url == ref.url else ("a",)
     with st.expander("Act on A or B (restore, rollback, quarantine)"):
         for side, status in zip(sides, view.statuses):
             checkpoint = {**view.result[side], "status": status}
-            st.markdown(f"**{side.upper()}** {code(checkpoint['checkpoint_id'])} in run {code(checkpoint['run_id'])}")
+            st.markdown(f"**{side.upper()}** {code(short_id(checkpoint['checkpoint_id']))} · step "
+                        f"{checkpoint.get('step')} · {status} · run {code(redact_text(str(checkpoint['run_id'])))}")
             recovery_links(ref, checkpoint)
 
 
-def message_changes(view: DiffView) -> list[dict[str, Any]]:
-    """One row per changed chat message: {mark, index, message, fields} in B's order."""
-    if not view.messages_path:
-        return []
-    prefix = "/" + "/".join(view.messages_path) + "/"
-    edits: dict[int, list[str]] = {}
-    rows: list[dict[str, Any]] = []
-    for c in view.result["changes"]:
-        if not c["path"].startswith(prefix):
-            continue
-        index, _, rest = c["path"][len(prefix):].partition("/")
-        if not index.isdigit():
-            continue
-        if rest:
-            edits.setdefault(int(index), []).append(rest)
-        elif c["op"] in ("add", "remove", "move"):
-            value = c["new"] if c["op"] == "add" else c["old"]
-            if c["op"] == "move":
-                value = _message_at(view.state_b, view.messages_path, int(index))
-            rows.append({"mark": c["op"], "index": int(index), "message": value,
-                         "fields": [f"from {c['from']}"] if c["op"] == "move" else []})
-    for index, fields in edits.items():
-        rows.append({"mark": "edit", "index": index, "fields": list(dict.fromkeys(fields)),
-                     "message": _message_at(view.state_b, view.messages_path, index)})
-    return sorted(rows, key=lambda r: (r["index"], r["mark"] != "remove"))
-
-
-def _message_at(state: Any, path: list[str], index: int) -> Any:
-    try:
-        for key in path:
-            state = state[key]
-        return state[index]
-    except (KeyError, IndexError, TypeError):
-        return None
+# ---- the conversation -------------------------------------------------------------------------
 
 
 def render_conversation_changes(view: DiffView) -> None:
-    rows = message_changes(view)
+    """Every changed message, in order, the unchanged ones between them collapsed."""
     if not view.messages_path:
         return
-    st.markdown(f"**Conversation** · {code('/'.join(view.messages_path))} · {len(rows)} message(s) changed")
     prefix = "/" + "/".join(view.messages_path)
+    items = view.conversation or []
+    changed = [i for i in items if isinstance(i, shown_changes.Message)]
+    st.markdown(f"**Conversation** · {code('/'.join(view.messages_path))} · {view.messages_b:,} "
+                f"message(s) in B, {len(changed):,} changed")
     whole = next((c for c in view.result["changes"]  # the list, or a dict above it, is on one side only
                   if c["path"] == prefix or prefix.startswith(c["path"] + "/")), None)
-    if whole is not None and not rows:  # the list itself appeared, went or changed type
+    if whole is not None and not changed:  # the list itself appeared, went or changed type
         what = {"add": "only B has it", "remove": "only A has it"}.get(whole["op"], "it changed as a whole")
         st.caption(f"The conversation is not in both states ({what}): see {code(whole['path'] or '/')} under "
                    "Other changes.")
         return
-    if not rows:
+    if not changed:
         st.caption("No message was added, removed, edited or moved.")
         return
-    box = st.container(height=420) if len(rows) > 6 else st.container()
-    for row in rows[:MAX_MESSAGE_CHANGES]:
-        label, color = MARKS[row["mark"]]
-        message = row["message"] if isinstance(row["message"], dict) else {}
-        role = str(message.get("role") or message.get("type") or "assistant")
-        with box.chat_message(role if role in ("user", "assistant", "human", "ai") else "assistant"):
-            st.badge(f"{label} · #{row['index']}", color=color)
-            st.markdown(md_escape(message_line(message) or preview(message)))
-            if row["fields"]:
-                st.caption("changed: " + ", ".join(code(f) for f in row["fields"][:10]))
-    if len(rows) > MAX_MESSAGE_CHANGES:
-        st.caption(f"{len(rows) - MAX_MESSAGE_CHANGES:,} more changed messages: export the JSON for all.")
+    drawn = 0
+    for item in items:
+        if isinstance(item, shown_changes.Unchanged):
+            _render_unchanged(item)
+        elif drawn < MAX_MESSAGE_CHANGES:
+            _render_message(item)
+            drawn += 1
+    if len(changed) > drawn:
+        st.caption(f"{len(changed) - drawn:,} more changed messages: export the JSON for all.")
+
+
+def _render_message(m: shown_changes.Message) -> None:
+    label = {"add": "added", "remove": "removed", "edit": "edited", "move": "moved"}[m.kind]
+    where = f"#{m.index} in A" if m.kind == "remove" else f"#{m.index}"
+    if m.kind == "move" and m.moved_from:
+        where = f"#{m.moved_from.rsplit('/', 1)[-1]} in A → #{m.index} in B (same message, another position)"
+    role = m.role if m.role in ("user", "assistant", "human", "ai") else "assistant"
+    avatar = {"system": ":material/settings:", "tool": ":material/build:"}.get(m.role)
+    with st.chat_message(role, avatar=avatar):
+        st.badge(f"{label} · {where}", color=shown_changes.KIND_COLORS[m.kind])
+        if m.text:
+            st.markdown(literal_lines(m.text))  # store text: no links, images, HTML
+        for call in m.tool_calls[:5]:
+            st.code(redact_text(dumps(call, indent=None)), language=None, wrap_lines=True)
+        if m.fields:
+            st.caption("changed: " + ", ".join(code(f) for f in m.fields[:10]))
+        if m.was is not None:
+            st.caption(f"was: {md_escape(m.was)}")
+
+
+def _render_unchanged(group: shown_changes.Unchanged) -> None:
+    count = group.last - group.first + 1
+    with st.expander(f"{count:,} unchanged message{'s' if count != 1 else ''} (#{group.first}–#{group.last})"
+                     if count > 1 else f"1 unchanged message (#{group.first})", icon=":material/unfold_more:"):
+        shown = group.messages if len(group.messages) <= CONTEXT_SHOWN else \
+            group.messages[:CONTEXT_SHOWN // 2] + group.messages[-CONTEXT_SHOWN // 2:]
+        for i, m in enumerate(shown):
+            if len(group.messages) > CONTEXT_SHOWN and i == CONTEXT_SHOWN // 2:
+                st.caption(f"… {len(group.messages) - CONTEXT_SHOWN:,} more …")
+            st.markdown(f"`#{m.index}` **{md_escape(m.role)}** · {md_escape(m.text[:200])}")
+
+
+# ---- the other changes and the whole tree ------------------------------------------------------
 
 
 def render_change_tree(view: DiffView) -> None:
-    """The other changes, one collapsible group per top-level key."""
+    """The other changes, one collapsible group per top-level key: the kind in words, the path, A's
+    and B's values, the difference of numbers."""
     prefix = "/" + "/".join(view.messages_path) if view.messages_path else None
     groups: dict[str, list[dict[str, Any]]] = {}
     for c in view.result["changes"]:
@@ -313,130 +405,82 @@ def render_change_tree(view: DiffView) -> None:
         groups.setdefault(top, []).append(c)
     if not groups:
         return
-    st.markdown("**Other changes**")
-    for top, changes in sorted(groups.items()):
-        with st.expander(f"{code(top)} · {len(changes)} change(s)", expanded=len(groups) <= 3):
-            frame = pd.DataFrame([{"op": c["op"], "path": c["path"], "old": preview(c["old"]),
-                                   "new": preview(c["new"]), "delta": c.get("delta")}
-                                  for c in changes[:MAX_TREE_ROWS]])
-            st.dataframe(frame, hide_index=True, width="stretch")
+    st.markdown("**Other changes**", help=shown_changes.kinds_legend())
+    for top, group in sorted(groups.items()):
+        with st.expander(f"{code(top)} · {len(group)} change(s)", expanded=len(groups) <= 3):
+            rows = pd.DataFrame(shown_changes.change_rows(group[:MAX_TREE_ROWS]))
+            # an empty column says nothing: the difference of numbers, a move's origin
+            rows = rows[[c for c in rows.columns if c in ("change", "path", "A", "B") or rows[c].astype(bool).any()]]
+            st.dataframe(rows, hide_index=True, width="stretch",
+                         column_config={"path": st.column_config.TextColumn("path", width="medium")})
+            export_buttons(rows, f"diff-changes-{top}")
 
 
-def render_side_by_side(view: DiffView) -> None:
-    left, right = st.columns(2)
-    for col, side, state, error in ((left, "A", view.state_a, view.error_a), (right, "B", view.state_b,
-                                                                               view.error_b)):
-        with col:
-            st.markdown(f"**{side}** {code(view.result[side.lower()]['checkpoint_id'])}")
-            if error:
-                st.warning(f"The state cannot be shown: {md_escape(error)}")
-            else:
-                st.json(dumps(truncate(state)), expanded=1)
+def render_tree(view: DiffView) -> None:
+    """Both states as one readable tree (Only changes off): every key and item, A's and B's values
+    side by side, what changed — the conversation folded (it is shown message by message above)."""
+    for side, error in (("A", view.error_a), ("B", view.error_b)):
+        if error:
+            st.warning(f"{side}'s state cannot be shown: {md_escape(error)}")
+    folded = ("/" + "/".join(view.messages_path),) if view.messages_path else ()
+    rows, more = shown_changes.tree_rows(view.state_a, view.state_b, view.result["changes"], MAX_TREE_ROWS, folded)
+    st.markdown(f"**Both states** · A {code(short_id(view.result['a']['checkpoint_id']))} and B "
+                f"{code(short_id(view.result['b']['checkpoint_id']))}, key by key (— : not there)")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(len(rows), 25) * 35 + 38,
+                 column_config={"field": st.column_config.TextColumn("field", width="medium"),
+                                "change": st.column_config.TextColumn("change", width="small"),
+                                "path": st.column_config.TextColumn("path", width="small")})
+    export_buttons(pd.DataFrame(rows), "diff-both-states")
+    if more:
+        st.caption(f"The first {MAX_TREE_ROWS:,} rows: export the JSON for every change.")
+
+
+# ---- training checkpoints -----------------------------------------------------------------------
+
+
+@st.cache_data(ttl=300, max_entries=8, show_spinner="Reading both checkpoints' tensors…")
+def _tensor_diff(index_path: str, url: str, store_id: int, a: str, b: str, url_b: str, store_id_b: int) -> dict[str, Any]:
+    from lastgood.investigate.tensordiff import tensor_diff
+
+    index = stores.catalog(index_path)
+    store, store_b = stores.cached_store(index_path, url), stores.cached_store(index_path, url_b)
+    return tensor_diff(store, inv.resolve_ref(index, store_id, a), store_b, inv.resolve_ref(index, store_id_b, b))
+
+
+def render_tensor_diff(ref: StoreRef, view: DiffView, ref_b: StoreRef | None = None) -> None:
+    """Two training checkpoints: every tensor's change (‖ΔW‖/‖W‖, cosine, max |Δ|, NaN appearing), the
+    most changed first, and the largest change per layer as bars (a layer where NaN appeared in red)."""
+    from lastgood.display import tensors as shown_tensors
+
+    if not view.training:
+        return
+    ref_b = ref_b or ref
+    st.subheader("Tensors")
+    big = view.size_bytes > AUTO_TENSOR_BYTES
+    if big and not st.button(f"Compare the tensors (reads {view.size_bytes / 2**30:.1f} GB)", key=TENSORS,
+                             icon=":material/compare_arrows:"):
+        return
+    with guarded():
+        result = _tensor_diff(ref.index_path, ref.url, ref.store_id, view.result["a"]["checkpoint_id"],
+                              view.result["b"]["checkpoint_id"], ref_b.url, ref_b.store_id)
+    st.caption(shown_tensors.tensor_diff_summary(result))
+    nan = result["summary"].get("nan_appeared")
+    if nan:
+        st.error(f"NaN appeared in {nan} tensor(s) of B that had none in A.", icon=":material/warning:")
+    rows = redact_frame(pd.DataFrame(shown_tensors.tensor_diff_rows(result)))
+    rows = rows[[c for c in rows.columns if c != "error" or rows[c].astype(bool).any()]]  # no empty column
+    styled = rows.style.apply(lambda r: ["background-color: #fde2e1" if r["change"] == "NaN appeared" else ""
+                                         for _ in r], axis=1)
+    st.dataframe(styled, hide_index=True, width="stretch",
+                 column_config={"relative change": st.column_config.NumberColumn(format="%.4g", help="‖B − A‖ / ‖A‖"),
+                                "cosine": st.column_config.NumberColumn(format="%.4f"),
+                                "max |Δ|": st.column_config.NumberColumn(format="%.4g")})
+    export_buttons(rows, "tensor-diff")
+    if result["layers"]:
+        st.plotly_chart(shown_tensors.layer_figure(result["layers"]), width="stretch", key="diff_layers")
 
 
 def export_button(view: DiffView) -> None:
     a, b = view.result["a"]["checkpoint_id"], view.result["b"]["checkpoint_id"]
-    st.download_button("Export JSON", dumps(view.result), file_name=f"diff-{a[:13]}-{b[:13]}.json",
-                       mime="application/json", icon=":material/download:")
-
-
-# ---- a field over time -------------------------------------------------------------------
-
-
-@st.cache_data(ttl=60, max_entries=32, show_spinner="Reading the field at every checkpoint…")
-def _tracked(index_path: str, url: str, store_id: int, run_id: str, path: str) -> pd.DataFrame:
-    rows = inv.track_field(_catalog(index_path), _open_store(index_path, url), run_id, path)
-    return pd.DataFrame(rows)
-
-
-def render_field_over_time(ref: StoreRef, view: DiffView) -> None:
-    run_id = view.result["b"]["run_id"]
-    default = "/" + "/".join(view.messages_path) if view.messages_path else "/"
-    previous = st.session_state.get(TRACK_DEFAULT)
-    if TRACK_PATH not in st.session_state or st.session_state[TRACK_PATH] == previous:
-        st.session_state[TRACK_PATH] = default  # follows the conversation until a path is typed
-    st.session_state[TRACK_DEFAULT] = default
-    path = st.text_input("Field over time (JSON Pointer; lists and dicts by length)", key=TRACK_PATH).strip()
-    if not path:
-        return
-    with guarded():
-        frame = _tracked(ref.index_path, ref.url, ref.store_id, run_id, inv.normalize_track_path(path))
-    if frame.empty or frame["number"].isna().all():
-        st.caption(f"{code(path)} has no numeric value (or length) in run {code(run_id)}.")
-        return
-    st.plotly_chart(_field_figure(frame, path, view), width="stretch", key="diff_track_chart")
-
-
-def _field_figure(frame: pd.DataFrame, path: str, view: DiffView) -> go.Figure:
-    x = (frame["step"] if frame["step"].notna().all() else frame.index.to_series()).tolist()
-    hover = [f"{c[:13]}… · {preview(v) if v is not None else n}" for c, v, n in
-             zip(frame["checkpoint_id"], frame["value"], frame["number"])]
-    fig = go.Figure(go.Scatter(x=x, y=frame["number"].tolist(), mode="lines+markers", name=path, hovertext=hover,
-                               hoverinfo="text+x+y"))
-    for side in ("a", "b"):
-        label = view.result[side]
-        same_run = (label["store"], label["run_id"]) == (view.result["b"]["store"], view.result["b"]["run_id"])
-        if same_run and label.get("step") is not None:
-            fig.add_vline(x=label["step"], line_dash="dot", annotation_text=side.upper())
-    fig.update_layout(height=280, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
-                      yaxis_title=path, title=f"{path} in run {view.result['b']['run_id']}")
-    return fig
-
-
-# ---- first divergence of two runs ----------------------------------------------------------
-
-
-@st.cache_data(ttl=60, max_entries=16, show_spinner="Comparing the runs step by step…")
-def _divergence(index_path: str, url: str, run_a: str, run_b: str) -> dict[str, Any]:
-    return inv.diverge(_catalog(index_path), _open_store(index_path, url), run_a, run_b)
-
-
-def render_divergence(ref: StoreRef, view: DiffView, ref_b: StoreRef | None = None) -> None:
-    """When A and B are in different runs of one store: the first step where the two runs' states differ."""
-    run_a, run_b = view.result["a"]["run_id"], view.result["b"]["run_id"]
-    if run_a == run_b or (ref_b is not None and ref_b.url != ref.url):
-        return
-    if not st.button(f"Find where runs {code(run_a)} and {code(run_b)} first diverge", key="diff_diverge"):
-        return
-    with guarded():
-        found = _divergence(ref.index_path, ref.url, run_a, run_b)
-    first = found["first_divergence"]
-    if first is None:
-        st.info(f"No divergence: the {found['common_steps']} steps the runs share hold the same states "
-                f"({found['states_decoded']} states decoded).")
-        return
-    s = first["summary"]
-    st.warning(f"First divergence at step {first['step']}: {s['added']} added, {s['removed']} removed, "
-               f"{s['changed']} changed ({found['states_decoded']} states decoded).")
-    st.button("Show that diff", key="diff_show_divergence", on_click=_select_pair,
-              args=(first["a"]["checkpoint_id"], first["b"]["checkpoint_id"]))
-
-
-def _select_pair(a: str, b: str) -> None:
-    _queue(CKPT_B, b)
-    _queue(CKPT_A, a)
-    st.session_state[PIN_A] = True  # keep this A (not B's parent)
-
-
-# ---- what each step changed ------------------------------------------------------------------
-
-
-@st.cache_data(ttl=60, max_entries=16, show_spinner="Comparing every checkpoint with its parent…")
-def _steps(index_path: str, url: str, store_id: int, run_id: str) -> pd.DataFrame:
-    catalog, store = _catalog(index_path), _open_store(index_path, url)
-    inv.record_step_changes(catalog, store, run_id=run_id)  # computed once, kept in the index
-    return pd.DataFrame(inv.step_changes(catalog, store_id, run_id))
-
-
-def render_step_changes(ref: StoreRef, view: DiffView) -> None:
-    run_id = view.result["b"]["run_id"]
-    if not st.toggle(f"What each checkpoint of run {code(run_id)} changed", key="diff_steps"):
-        return
-    with guarded():
-        frame = _steps(ref.index_path, ref.url, ref.store_id, run_id)
-    if frame.empty:
-        st.caption("No checkpoints.")
-        return
-    frame["paths"] = frame["paths"].map(lambda p: ", ".join(p) if isinstance(p, (list, tuple)) else "")
-    st.dataframe(frame[["step", "checkpoint_id", "added", "removed", "changed", "moved", "paths", "error"]],
-                 hide_index=True, width="stretch")
+    st.download_button("Export JSON", dumps(view.result),
+                       file_name=f"diff-{a[:13]}-{b[:13]}.json", mime="application/json", icon=":material/download:")

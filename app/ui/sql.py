@@ -1,0 +1,111 @@
+"""The SQL page: a read-only console over the store's documented views (lastgood.index.sql, the
+same sandbox ``lastgood sql`` runs in) — an editor, example queries, the result grid (the first
+PAGE_LIMIT rows, with the query's true row count), exports of the whole result, and the query
+in the URL (``?sql=…``) so a copied link runs it again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
+
+from lastgood.errors import LastgoodError
+from lastgood.index.sql import DEFAULT_TIMEOUT, describe_views, examples, run_query
+from lastgood.redact import redact_text
+from lastgood.ui import links
+from lastgood.ui.escape import md_escape
+from lastgood.ui.stores import CACHE_TTL, StoreRef, catalog
+from lastgood.ui.tables import column_config, export_buttons
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+PAGE_LIMIT = 10_000  # rows the grid shows; the count is always the query's true one
+EXPORT_LIMIT = 1_000_000  # rows an export holds at most
+QUERY_PARAM = "sql"
+QUERY_KEY = "sql_query"
+EXAMPLE_KEY = "sql_example"
+DEFAULT_QUERY = "SELECT run_id, count(*) AS checkpoints, sum(size_bytes) AS bytes, max(created_at) AS last_at\n" \
+                "FROM checkpoints GROUP BY run_id ORDER BY last_at DESC"
+
+
+def take_link() -> None:
+    """A link's query (``?sql=…``) becomes the editor's, once; a first visit starts with an example."""
+    linked = links.take("sql", [QUERY_PARAM]).get(QUERY_PARAM)
+    if linked:
+        st.session_state[QUERY_KEY] = linked
+    st.session_state.setdefault(QUERY_KEY, DEFAULT_QUERY)
+
+
+def write_link(ref: StoreRef) -> None:
+    """The store and the query in the URL: a copied link runs it again."""
+    links.write("sql", {links.STORE: ref.url, QUERY_PARAM: st.session_state.get(QUERY_KEY, "").strip()})
+
+
+def _use_example() -> None:
+    chosen = st.session_state.get(EXAMPLE_KEY)
+    found = {e["title"]: e["sql"] for e in examples()}
+    if chosen in found:
+        st.session_state[QUERY_KEY] = found[chosen]
+
+
+def render_editor() -> str:
+    """The example picker and the editor; the query to run ('' for none)."""
+    st.selectbox("Example queries", [e["title"] for e in examples()], index=None, key=EXAMPLE_KEY,
+                 placeholder="Pick an example to load it into the editor", on_change=_use_example)
+    st.text_area("Query (one SELECT over the views below; Ctrl+Enter runs it)", key=QUERY_KEY, height=150)
+    return str(st.session_state.get(QUERY_KEY) or "").strip()
+
+
+def render_views() -> None:
+    """The views and their columns (docs/sql.md), in an expander."""
+    with st.expander("Views and their columns"):
+        for view in describe_views():
+            st.markdown(f"**`{view['name']}`** — {md_escape(view['description'])}")
+            st.caption(", ".join(f"`{c['name']}` {c['type']}" for c in view["columns"]))
+
+
+@st.cache_data(ttl=CACHE_TTL, max_entries=32, show_spinner=False)
+def _result(index_path: str, store_id: int, sql: str, limit: int) -> tuple[pa.Table, int, bool]:
+    return run_query(catalog(index_path), store_id, sql, limit=limit, timeout=DEFAULT_TIMEOUT)
+
+
+def render_result(ref: StoreRef, sql: str) -> None:
+    """The query's first PAGE_LIMIT rows, its true count, and exports of the whole result."""
+    if not sql:
+        st.caption("Write a query, or pick an example.")
+        return
+    try:
+        with st.spinner("Running the query…"):
+            table, total, truncated = _result(ref.index_path, ref.store_id, sql, PAGE_LIMIT)
+    except LastgoodError as exc:
+        st.error(md_escape(redact_text(str(exc))))
+        return
+    table = _unique_columns(table)
+    shown = f"{table.num_rows:,} of {total:,} rows (the first {PAGE_LIMIT:,})" if truncated else f"{total:,} row(s)"
+    st.caption(f"{shown} · {table.num_columns} column(s)")
+    if table.num_columns:
+        st.dataframe(table, hide_index=True, column_config=column_config(table), key="sql_grid")
+    export_buttons(table if not truncated else _whole(ref, sql), "sql-result", rows=total)
+
+
+def _whole(ref: StoreRef, sql: str) -> Any:
+    """The whole result (up to EXPORT_LIMIT rows), read when an export is clicked."""
+    index = catalog(ref.index_path)  # resolved now: the export runs outside the page's run
+
+    def read() -> pa.Table:
+        return _unique_columns(run_query(index, ref.store_id, sql, limit=EXPORT_LIMIT)[0])
+
+    return read
+
+
+def _unique_columns(table: pa.Table) -> pa.Table:
+    """Column names made unique (``count``, ``count_2``): the grid needs distinct names."""
+    names: list[str] = []
+    for name in table.column_names:
+        candidate, n = name or "column", 2
+        while candidate in names:
+            candidate, n = f"{name}_{n}", n + 1
+        names.append(candidate)
+    return table.rename_columns(names) if names != table.column_names else table
