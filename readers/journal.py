@@ -24,7 +24,7 @@ from lastgood.readers.base import Status
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 ACTIONS = ("restore", "rollback", "quarantine", "release", "undo", "check-failed", "prune", "pin", "unpin", "policy")
 MARK_KINDS = ("quarantine", "release", "supersede", "unsupersede")
@@ -202,6 +202,20 @@ class RecoveryBackend(Protocol):
         """Actions begun but not completed (an intent left by a crash); [] where commits are one
         transaction."""
         ...
+
+
+@runtime_checkable
+class PreviewsOperations(Protocol):
+    """Optional for a :class:`RecoveryBackend` that changes files: what an action will do to the
+    store, one line per operation ("move checkpoint-24 → .lastgood/quarantine/…"), computed without
+    writing anything. Dry runs list them."""
+
+    def planned_operations(self, change: Change) -> list[str]: ...
+
+
+def planned_operations(backend: object, change: Change) -> list[str]:
+    """The backend's preview of its file operations, or [] when it has none to show."""
+    return list(backend.planned_operations(change)) if isinstance(backend, PreviewsOperations) else []
 
 
 # ---- retention: pins, the saved policy, what journaled actions protect, prune ---------------

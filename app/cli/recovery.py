@@ -199,6 +199,12 @@ def render_plan(plan: dict[str, Any]) -> str:
         listed = sum(int(s.get(k, 0) or 0) for k in ("added", "removed", "changed")) or len(changes)
         if listed > min(len(changes), 10):
             lines.append(f"    …and {listed - min(len(changes), 10)} more (--format json lists them)")
+    operations = plan.get("operations") or []
+    if operations:
+        lines.append(f"  files:         {len(operations)} operation(s), each undone by `lastgood undo`")
+        lines.extend(f"    {op}" for op in operations[:15])
+        if len(operations) > 15:
+            lines.append(f"    …and {len(operations) - 15} more (--format json lists them)")
     effects = plan.get("side_effects") or []
     if effects:
         lines.append(f"  side effects after the target (NOT undone by a restore): {len(effects)}")

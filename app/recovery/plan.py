@@ -28,7 +28,7 @@ from lastgood.readers import journal as jr
 from lastgood.checks import Check
 from lastgood.index import queries
 from lastgood.index.catalog import Catalog
-from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, NothingToDo, UsageError
+from lastgood.errors import CheckpointNotFound, ConflictError, DecodeError, LastgoodError, NothingToDo, UsageError
 from lastgood.readers.base import (Capability, CheckpointRecord, Recoverable, Status, capabilities, capability,
                                    sql_statuses)
 from lastgood.index.marks import lost_entries
@@ -54,6 +54,7 @@ class Plan:
     undo_of: str | None = None
     diff: dict[str, Any] | None = None
     side_effects: list[dict[str, Any]] = field(default_factory=list)
+    operations: list[str] = field(default_factory=list)  # what the action does to the store's files
     warnings: list[str] = field(default_factory=list)
     target_status: str | None = None
     target_fields: dict[str, Any] = field(default_factory=dict)
@@ -74,7 +75,7 @@ class Plan:
                 "previous_head": self.expected_head, "new_head": self.restore_from or self.expected_head,
                 "superseded": self.superseded, "dry_run": True, "resumes_from": self.resumes_from,
                 "undo_of": self.undo_of, "marks": self.marks, "diff": self.diff,
-                "side_effects": self.side_effects, "warnings": self.warnings,
+                "side_effects": self.side_effects, "operations": self.operations, "warnings": self.warnings,
                 "target_status": self.target_status, "plan_digest": self.digest}
 
 
@@ -317,6 +318,20 @@ def _preview(catalog: Catalog, store: OpenStore, plan: Plan, target: CheckpointR
              later: list[CheckpointRecord]) -> None:
     plan.diff = _diff_head_to_target(catalog, store, plan, target)
     plan.side_effects = side_effects(catalog, store, target, later, plan.warnings)
+    plan.operations = _operations(store, plan)
+
+
+def _operations(store: OpenStore, plan: Plan) -> list[str]:
+    """The store's own preview of the files the action moves or rewrites (formats without files: [])."""
+    if not plan.restore_from or not can_write(store):
+        return []
+    change = jr.Change(plan.run_id, plan.namespace, plan.expected_head, plan.restore_from,
+                       {"id": "<action-id>", "action": plan.action}, plan.target_fields)
+    try:
+        return jr.planned_operations(backend(store), change)
+    except (LastgoodError, OSError) as exc:
+        plan.warnings.append(f"the store's file operations cannot be previewed: {exc}")
+        return []
 
 
 def _diff_head_to_target(catalog: Catalog, store: OpenStore, plan: Plan,

@@ -61,6 +61,13 @@ class OperationsJournal(FileJournal):
     def side_effects(self, run_id: str, namespace: str, after: Sequence[str]) -> list[dict[str, Any]]:
         return []
 
+    def planned_operations(self, change: jr.Change) -> list[str]:
+        """What a restore will do to the folder, one line per operation (nothing is written)."""
+        if not change.restore_from:
+            return []
+        return [f"move {op['from']} → {op['to']}" if op["op"] == "move" else f"rewrite {op.get('path')}"
+                for op in self.operations(change)]
+
     # ---- the work of an action: its operations ----------------------------------------
 
     def prepare(self, change: jr.Change, head: str | None) -> Prepared:

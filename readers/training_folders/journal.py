@@ -63,6 +63,12 @@ class FolderRecovery(FileJournal):
     def side_effects(self, run_id: str, namespace: str, after: Any) -> list[dict[str, Any]]:
         return []  # a training run's side effects are not recorded in its checkpoints
 
+    def planned_operations(self, change: jr.Change) -> list[str]:
+        """The folders a restore moves aside or brings back, one line each (nothing is written)."""
+        if not self.moves_files(change):
+            return []
+        return [f"move {src} → {dst}" for src, dst in self.plan(change, str(change.entry.get("id"))).get("moves") or []]
+
     # ---- the work of an action: the format's plan ---------------------------------------------
 
     def prepare(self, change: jr.Change, head: str | None) -> Prepared:
