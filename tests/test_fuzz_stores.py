@@ -367,7 +367,7 @@ def test_fuzz_native_stores_in_process(native_template: tuple[Path, list[dict[st
                                        capsys: pytest.CaptureFixture[str]) -> None:
     template, base = native_template
 
-    @settings(FUZZ, max_examples=examples(120))
+    @settings(FUZZ, max_examples=examples(50))  # LASTGOOD_FUZZ_SCALE=10 for a soak
     @given(native_mutations(base))
     def one(mutations: list[tuple[Any, ...]]) -> None:
         with workspace() as folder:
@@ -380,7 +380,7 @@ def test_fuzz_native_stores_in_process(native_template: tuple[Path, list[dict[st
 
 
 def test_fuzz_langgraph_sqlite_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    @settings(FUZZ, max_examples=examples(30))
+    @settings(FUZZ, max_examples=examples(15))
     @given(langgraph_mutations())
     def one(mutations: list[tuple[Any, ...]]) -> None:
         with workspace() as folder:

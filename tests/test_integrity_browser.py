@@ -14,12 +14,15 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from lastgood.ui.integrity import FINDING_ROW_HEIGHT
+
 from tests.fixtures_browser import SECRET, DemoStore, build_demo_store, serve_store
 
 pytestmark = pytest.mark.browser
 WAIT_MS = 90_000
 STEPS = 200  # 3 runs × 200 checkpoints: a full read lasts long enough to show its progress
-HEADER_PX, ROW_PX = 36, 35  # Streamlit's table geometry (the link is the first column)
+HEADER_PX = 36  # Streamlit's table header; the findings' rows are taller (the link is the first column)
+ROW_PX = FINDING_ROW_HEIGHT
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +37,8 @@ def server(damaged_store: DemoStore, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _findings_grid(page):
-    return page.get_by_test_id("stDataFrame").last  # the page's last table
+    """The findings table: the page's second (runs, findings, then "Findings by check" folded away)."""
+    return page.get_by_test_id("stDataFrame").nth(1)
 
 
 def _table_csv(page, grid) -> list[dict[str, str]]:
@@ -94,11 +98,12 @@ def test_integrity_page_findings_link_and_full_read_in_chromium(chromium_browser
 
         # re-verify: a full read in the background, with progress, ending with the same findings
         page.get_by_role("button", name="Full read").click()
-        page.get_by_test_id("stProgress").filter(has_text="full read: checking").first.wait_for()
+        page.get_by_test_id("stProgress").filter(has_text="data checked:").first.wait_for()
         total = len(damaged_store.saved)
-        done = page.get_by_text(re.compile(r"full read: checked [\d,]+ of [\d,]+ checkpoints")).first
+        done = page.get_by_text(re.compile(r"full read done — data checked: [\d,]+ of [\d,]+ checkpoints")).first
         done.wait_for()
-        assert f"checked {total:,} of {total:,} checkpoints; in them 1 error(s)" in done.inner_text(), done.inner_text()
+        assert f"data checked: {total:,} of {total:,} checkpoints" in done.inner_text(), done.inner_text()
+        assert "1 error" in done.inner_text(), done.inner_text()
         page.get_by_text("1 of 1 finding(s)").wait_for()
         after = _table_csv(page, _findings_grid(page))
         assert [(r["check"], r["checkpoint_id"], r["depth"]) for r in after] == [

@@ -246,7 +246,11 @@ def test_reader_needs_only_select_and_changes_nothing(store: Store, listing: dic
 def test_registry_opens_postgres_urls(store: Store) -> None:
     with open_reader(store.readonly_dsn) as opened:
         assert isinstance(opened, LangGraphPostgresReader)
-    assert LangGraphPostgresReader.sniff("postgres://u@h/db") and not LangGraphPostgresReader.sniff("x.sqlite")
+    assert LangGraphPostgresReader.sniff(store.readonly_dsn) and not LangGraphPostgresReader.sniff("x.sqlite")
+    # picked by its tables, so a database that cannot be reached cannot be sniffed: one clear line, no password
+    with pytest.raises(StoreNotFound, match=r"cannot connect to postgres://nowhere\.invalid/db") as raised:
+        LangGraphPostgresReader.sniff("postgres://u:hunter2@nowhere.invalid/db")
+    assert "hunter2" not in str(raised.value)
 
 
 # --- damage and bad DSNs --------------------------------------------------------------------------

@@ -435,8 +435,8 @@ from lastgood import ui
 from lastgood.ui import overview
 ref = ui.StoreRef(sys.argv[1], sys.argv[2], int(sys.argv[3]))
 data = overview.overview_data(ref)
-overview.render_kpis(data.overview)
-overview.render_actions(data.actions)
+overview.render_kpis(ref, data.overview)
+overview.render_actions(ref, data.actions)
 from lastgood.display import svg_charts
 overview.figure(svg_charts.status_bars(data.status))
 overview.figure(svg_charts.growth_areas(data.growth))

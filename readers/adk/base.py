@@ -4,8 +4,9 @@ A dialect (``sqlite.py``, ``postgres.py``) keeps only its connection and its SQL
 ``events`` rows (:mod:`lastgood.readers.adk.model`'s row shape, one SQL pass, ``event_data`` parsed
 by the database), finds the session of a run, reads one session for replay (each event's state
 delta, rewind target and conversation fields, in ADK's order) and one event's raw ``event_data``.
-Everything else lives here: the scan, the state at an event (:mod:`lastgood.readers.adk.replay`),
-the checks, the capabilities (recovery, conversation messages).
+Everything else lives here or in :class:`lastgood.readers.common.sessions.SessionStoreReader` (the
+scan, the presence check, recovery, which Agno's readers share): the state at an event
+(:mod:`lastgood.readers.adk.replay`), the data check, the conversation messages.
 
 The model: run = one session (run id = the session id; ``app:user:id`` when the same id exists for
 several apps or users), namespace "", checkpoint = one event (its id), ordered by
@@ -17,20 +18,17 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from lastgood.checks import Check
 from lastgood.errors import CheckpointNotFound, DecodeError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.messages import normalize_message
 from lastgood.readers.adk.replay import SessionData, check_event, state_at
-from lastgood.readers.common.gc_pause import gc_paused
-from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, backend_named
-
-if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+from lastgood.readers.base import CheckpointRecord, EventRecord, Finding
+from lastgood.readers.common.sessions import SessionStoreReader
 
 SessionKey = model.SessionKey
 TABLES = {"sessions": {"app_name", "user_id", "id", "state", "create_time", "update_time"},
@@ -61,18 +59,16 @@ class RawListing:
     check_order: bool  # rows carry the write order (SQLite rowid)
 
 
-class AdkReader(Reader):
+class AdkReader(SessionStoreReader):
     """The base of ``DatabaseSessionService`` readers (see the module docstring)."""
 
-    recovery_class: ClassVar[str]
-    cumulative_states = True  # a state is the conversation up to its item
+    missing_message = "the event row no longer exists"
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
         self._lock = threading.RLock()
         self._keys: dict[str, SessionKey] = {}
         self._cache: dict[SessionKey, tuple[Any, SessionData]] = {}
-        self._listed: tuple[str, int] | None = None
 
     # ---- what a dialect provides -------------------------------------------------------
 
@@ -103,27 +99,11 @@ class AdkReader(Reader):
 
     # ---- listing ---------------------------------------------------------------------------
 
-    def scan(self, since: str | None = None) -> Scan:
-        """Every event from SQL alone (full), or the sessions that gained events since ``since``."""
-        raw = self._listing(since)
-        if raw.rows is None:
-            return Scan(token=raw.token, full=False, checkpoints=iter(()), heads=None)
-        with gc_paused():  # many small objects, no cycles: collections would only rescan them
-            listing = model.list_rows(raw.rows, raw.shared_ids, raw.orphans, raw.check_order)
-        table = listing.checkpoints
-        self._listed = (raw.token, table.num_rows) if raw.full else None
-        events = [model.events_table(listing.events)] if listing.events else []
-        return Scan(token=raw.token, full=raw.full, checkpoints=iter([table] if table.num_rows else []),
-                    events=iter(events), findings=listing.findings, heads=listing.heads)
+    def _list_rows(self, raw: RawListing) -> model.Listing:
+        return model.list_rows(raw.rows or [], raw.shared_ids, raw.orphans, raw.check_order)
 
-    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
-        """The listing already made every structure finding: when ``token`` is the last full scan's,
-        the structure check of what it listed has nothing to add."""
-        listed = self._listed
-        return (listed[1], []) if listed is not None and token == listed[0] else None
-
-    def listed_catalog_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
-        return self.listed_structure(token)
+    def _events_table(self, events: Sequence[EventRecord]) -> Any:
+        return model.events_table(events)
 
     # ---- one checkpoint ---------------------------------------------------------------------
 
@@ -168,19 +148,9 @@ class AdkReader(Reader):
 
     # ---- integrity ---------------------------------------------------------------------------
 
-    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
-        """Structure: the rows are still there. Data: each event loads and its state replays
-        (one read of each session, not one replay per event)."""
-        records = list(records)
-        present = self._existing([r.checkpoint_id for r in records])
-        for record in records:
-            if record.checkpoint_id not in present:
-                yield Finding(Check.MISSING, "error", "the event row no longer exists", record.run_id,
-                              record.namespace, record.checkpoint_id)
-            elif read_data:
-                yield from self._replays(record)
-
-    def _replays(self, record: CheckpointRecord) -> Iterator[Finding]:
+    def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
+        """Each event loads and its state replays (one read of each session, not one replay per
+        event)."""
         try:
             data = self.session_data(self.session_key(record.run_id))
             position = data.index.get(record.checkpoint_id)
@@ -193,9 +163,6 @@ class AdkReader(Reader):
             yield Finding(Check.MISSING, "error", str(exc), record.run_id, record.namespace, record.checkpoint_id)
 
     # ---- capabilities -------------------------------------------------------------------------
-
-    def recovery(self) -> RecoveryBackend:
-        return backend_named(self.recovery_class, self)
 
     def normalize_message(self, value: Any) -> dict[str, Any] | None:
         return normalize_message(value)

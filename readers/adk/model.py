@@ -17,9 +17,7 @@ with ``function_call``/``function_response`` parts, the parts themselves. Here t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import itemgetter
 from typing import Any
@@ -28,20 +26,9 @@ from lastgood.checks import Check
 from lastgood.readers.base import EPOCH, EventRecord, Finding, HeadRecord, Status, lazy_schema
 from lastgood.readers.adk import columns as col
 from lastgood.readers.adk.sqlite_fetch import INFO_PATHS
-from lastgood.redact import REDACTION_ANCHORS, redact, redact_text
+from lastgood.readers.common.sessions import Listing, args_text, loads
+from lastgood.readers.common.sessions import dumps as _dumps
 
-try:
-    import orjson
-
-    loads: Any = orjson.loads
-
-    def _dumps(value: Any) -> str:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
-except ImportError:  # pragma: no cover - orjson is a dependency
-    loads = json.loads
-
-    def _dumps(value: Any) -> str:
-        return json.dumps(value, sort_keys=True, default=str)
 
 # positions in the info array of the fields each listed row carries (sqlite_fetch.INFO_PATHS)
 (AUTHOR, ROLE, ERROR_CODE, ERROR_MESSAGE, REWIND, JSON_TS, BRANCH, INTERRUPTED, LONG_RUNNING,
@@ -68,16 +55,6 @@ def run_id_of(key: SessionKey, shared_ids: frozenset[str] | set[str]) -> str:
     """The run id of a session: its id, qualified as ``app:user:id`` when the same session id
     exists for several apps or users (ADK's primary key is all three)."""
     return f"{key[0]}:{key[1]}:{key[2]}" if key[2] in shared_ids else key[2]
-
-
-@dataclass
-class Listing:
-    """What a batch of rows lists."""
-
-    checkpoints: Any  # a pyarrow Table in CHECKPOINT_SCHEMA
-    events: list[EventRecord] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    heads: list[HeadRecord] = field(default_factory=list)
 
 
 def trigger_of(info: Sequence[Any], parts: list[dict[str, Any]] | None, valid: Any) -> str:
@@ -271,11 +248,11 @@ def events_of(row: Row, run_id: str, info: Sequence[Any], parts: list[dict[str, 
         if isinstance(call, dict):
             name = call.get("name")
             out.append(EventRecord(run_id, "tool_call", "", checkpoint, created, _text(name), _text(call.get("id")),
-                                   _short(f"{name}({_args(call.get('args'))})")))
+                                   _short(f"{name}({args_text(call.get('args'))})")))
         if isinstance(result, dict) and _is_error(result.get("response")) and not info[ERROR_CODE]:
             name = result.get("name")
             out.append(EventRecord(run_id, "error", "", checkpoint, created, _text(name), _text(result.get("id")),
-                                   _short(f"{name}: {_args(result.get('response'))}")))
+                                   _short(f"{name}: {args_text(result.get('response'))}")))
     code = info[ERROR_CODE]
     if code:
         kind = "ended_early" if code == ABORTED else "error"
@@ -303,15 +280,6 @@ def _pauses(info: Sequence[Any]) -> list[str]:
 
 def _is_error(response: Any) -> bool:
     return isinstance(response, dict) and response.get("error") not in (None, "", False)
-
-
-def _args(value: Any) -> str:
-    """A call's arguments as compact JSON, secrets masked (``redact`` only when the text has one of
-    ``lastgood.redact``'s anchors: most arguments do not)."""
-    text = _dumps(value)
-    if not any(map(text.lower().__contains__, REDACTION_ANCHORS)):
-        return text
-    return _dumps(redact(value)) if isinstance(value, (dict, list)) else redact_text(text)
 
 
 def _text(value: Any) -> str | None:

@@ -15,27 +15,21 @@ insertion order, so the out-of-order check of the SQLite reader has nothing to c
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
-from lastgood.readers.adk.replay import SessionData, event_from_row
-from lastgood.readers.adk.sqlite import json_object_or_empty
-from lastgood.readers.common.lazy import lazy_module, require_psycopg
-from lastgood.readers.common.urls import display_url, is_postgres_url
+from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
+from lastgood.readers.common.lazy import lazy_module
+from lastgood.readers.common.sessions import PostgresDialect
+from lastgood.readers.common.urls import display_url
 
-# psycopg (and the shared Postgres helpers, which import it) on first use: sniffing a SQLite file asks
+# the shared Postgres helpers (which import psycopg) on first use: sniffing a SQLite file asks
 # this reader too, and must not pay psycopg's import (~0.3 s)
-psycopg = lazy_module("psycopg")
 pgc = lazy_module("lastgood.readers.common.postgres")
-
-
-def require_driver() -> None:
-    require_psycopg("The adk-postgres reader")
 
 TOKEN_VERSION = 1
 _INFO = "jsonb_build_array(" + ", ".join(f"event_data #> '{p}'" for p in model.postgres_paths()) + ")::text"
@@ -89,78 +83,33 @@ def _named(key: SessionKey) -> dict[str, str]:
 
 def find_sessions(conn: Any, run_id: str) -> list[SessionKey]:
     """The (app, user, session id) keys whose run id is ``run_id`` (the session id, or app:user:id)."""
-    found = {tuple(r) for r in conn.execute(FIND_SQL, {"r": run_id}).fetchall()}
-    exact = [k for k in found if k[2] == run_id]
-    return sorted(exact if exact else found)  # type: ignore[arg-type]
+    return matching_sessions(conn.execute(FIND_SQL, {"r": run_id}).fetchall(), run_id)
 
 
 def read_session(conn: Any, key: SessionKey) -> SessionData:
     """One session's state rows and every event in ADK's order, for replay."""
-    rows = conn.execute(REPLAY_SQL, key).fetchall()
-    session, app, user = conn.execute(STATE_SQL, _named(key)).fetchone()
-    if session is None and not rows:
-        raise CheckpointNotFound(f"no ADK session {key[2]!r} (app {key[0]!r}, user {key[1]!r})")
-    events = [event_from_row(r) for r in rows]
-    keys = {k for e in events if isinstance(e.delta, dict) for k in e.delta}
-    return SessionData(json_object_or_empty(session), json_object_or_empty(app), json_object_or_empty(user),
-                       keys, events)
+    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), conn.execute(STATE_SQL, _named(key)).fetchone())
 
 
-class AdkPostgresReader(AdkReader):
+class AdkPostgresReader(PostgresDialect, AdkReader):
     """ADK DatabaseSessionService on PostgreSQL, read through read-only transactions."""
 
     name = "adk-postgres"
     description = "Google ADK DatabaseSessionService on PostgreSQL (sessions, events, app_states, user_states)"
     recovery_class = "lastgood.readers.adk.recovery:PostgresRecovery"
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        require_driver()
-        super().__init__(url, storage_options)
-        self._conn: Any | None = None
-        self._conn_lock = threading.RLock()
-        try:
-            with self._read() as cur:
-                if not cur.execute(V1_SQL).fetchone()[0]:
-                    raise ReaderError(f"{display_url(url)}: {V0_MESSAGE}")
-        except BaseException:
-            self.close()
-            raise
+    def _check_store(self) -> None:
+        with self._read() as cur:
+            if not cur.execute(V1_SQL).fetchone()[0]:
+                raise ReaderError(f"{display_url(self.url)}: {V0_MESSAGE}")
 
     @classmethod
-    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
-        if not is_postgres_url(url):
-            return False
-        require_driver()
+    def _sniff_database(cls, url: str) -> bool:
         return is_adk_schema(pgc.postgres_schema(url))
 
-    def close(self) -> None:
-        with self._conn_lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    @contextmanager
-    def _read(self) -> Iterator[Any]:
+    def _read(self) -> AbstractContextManager[Any]:
         """A cursor in a fresh read-only transaction on the shared connection."""
-        with self._conn_lock:
-            if self._conn is None or self._conn.closed:
-                self._conn = pgc.connect_readonly(self.url)
-            conn = self._conn
-            try:
-                with conn.cursor() as cur:
-                    yield cur
-            except psycopg.OperationalError as exc:
-                self._conn = None
-                conn.close()
-                raise self._error(exc) from None
-            except psycopg.Error as exc:
-                raise self._error(exc) from None
-            finally:
-                if not conn.closed:
-                    conn.rollback()
-
-    def _error(self, exc: Exception) -> ReaderError:
-        return ReaderError(f"{display_url(self.url)}: {pgc.one_line(str(exc), self.url)}")
+        return self._pg.cursor()
 
     # ---- listing ------------------------------------------------------------------------------
 

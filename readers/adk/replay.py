@@ -27,11 +27,11 @@ event drops itself and every event back to the first event of the invocation it 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lastgood.errors import DecodeError
+from lastgood.errors import CheckpointNotFound, DecodeError
 
 APP, USER, TEMP = "app:", "user:", "temp:"
 SCOPED = (APP, USER, TEMP)
@@ -76,6 +76,39 @@ class SessionData:
     def seed(self) -> dict[str, Any]:
         """The keys the session was created with that no event ever wrote (their current value)."""
         return {k: v for k, v in self.state.items() if not k.startswith(SCOPED) and k not in self.delta_keys}
+
+
+def json_object_or_empty(text: Any) -> dict[str, Any]:
+    """A JSON state column as a dict ({} when NULL, malformed or not an object)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def session_data(key: tuple[str, str, str], rows: Sequence[Sequence[Any]], states: Sequence[Any]) -> SessionData:
+    """One session from a dialect's rows: its events in ADK's order (REPLAY_SQL) and its
+    (session, app, user) state columns (STATE_SQL). CheckpointNotFound when it has neither."""
+    session, app, user = states
+    if session is None and not rows:
+        raise CheckpointNotFound(f"no ADK session {key[2]!r} (app {key[0]!r}, user {key[1]!r})")
+    events = [event_from_row(r) for r in rows]
+    keys = {k for e in events if isinstance(e.delta, dict) for k in e.delta}
+    return SessionData(json_object_or_empty(session), json_object_or_empty(app), json_object_or_empty(user),
+                       keys, events)
+
+
+def matching_sessions(found: Iterable[Sequence[Any]], run_id: str) -> list[tuple[str, str, str]]:
+    """Of the (app, user, session id) keys a dialect's FIND_SQL returned, those whose run id is
+    ``run_id``: the session id itself when one matches, else the ``app:user:id`` forms."""
+    keys = {tuple(r) for r in found}
+    exact = [k for k in keys if k[2] == run_id]
+    return sorted(exact if exact else keys)  # type: ignore[arg-type]
 
 
 def is_session_key(key: str) -> bool:

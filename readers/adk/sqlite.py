@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
-from lastgood.readers.adk.replay import SessionData, event_from_row
+from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
 from lastgood.readers.common.gc_pause import gc_paused
-from lastgood.readers.adk.sqlite_fetch import fetch_all, file_stamp, rows_where, take_prefetched
-from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.adk.sqlite_fetch import fetch_all, rows_where, take_prefetched
+from lastgood.readers.common.sqlite import file_stamp, read_transaction, sqlite_path, sqlite_schema, table_columns
 
 TOKEN_VERSION = 1
 TOUCHED = """(app_name, user_id, session_id) IN (SELECT app_name, user_id, session_id FROM events WHERE rowid > ?
@@ -61,19 +61,6 @@ BLOB_SQL = """SELECT CAST(event_data AS BLOB) FROM events
 EXISTING_SQL = "SELECT id FROM events WHERE id IN (SELECT value FROM json_each(?))"
 
 
-def json_object_or_empty(text: Any) -> dict[str, Any]:
-    """A JSON state column as a dict ({} when NULL, malformed or not an object)."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", "replace")
-    if isinstance(text, dict):
-        return text
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 class AdkSqliteReader(AdkReader):
     """ADK DatabaseSessionService on SQLite, read-only."""
 
@@ -92,16 +79,9 @@ class AdkSqliteReader(AdkReader):
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
         return is_adk_schema(sqlite_schema(url))
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read-only connection holding one read transaction (a consistent snapshot)."""
-        with closing(connect_readonly(self.path)) as conn:
-            try:
-                conn.execute("BEGIN")
-                yield conn
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise ReaderError(f"{self.path}: SQLite error: {exc}") from exc
+        return read_transaction(self.path)
 
     # ---- listing -------------------------------------------------------------------------
 
@@ -156,21 +136,12 @@ class AdkSqliteReader(AdkReader):
 
 def find_sessions(conn: sqlite3.Connection, run_id: str) -> list[SessionKey]:
     """The (app, user, session id) keys whose run id is ``run_id`` (the session id, or app:user:id)."""
-    found = {tuple(r) for r in conn.execute(FIND_SQL, (run_id, run_id, run_id, run_id))}
-    exact = [k for k in found if k[2] == run_id]
-    return sorted(exact if exact else found)  # type: ignore[arg-type]
+    return matching_sessions(conn.execute(FIND_SQL, (run_id, run_id, run_id, run_id)), run_id)
 
 
 def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
     """One session's state rows and every event in ADK's order, for replay."""
-    rows = conn.execute(REPLAY_SQL, key).fetchall()
-    session, app, user = conn.execute(STATE_SQL, key).fetchone()
-    if session is None and not rows:
-        raise CheckpointNotFound(f"no ADK session {key[2]!r} (app {key[0]!r}, user {key[1]!r})")
-    events = [event_from_row(r) for r in rows]
-    keys = {k for e in events if isinstance(e.delta, dict) for k in e.delta}
-    return SessionData(json_object_or_empty(session), json_object_or_empty(app), json_object_or_empty(user),
-                       keys, events)
+    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), conn.execute(STATE_SQL, key).fetchone())
 
 
 def _appended_after(conn: sqlite3.Connection, since: str | None,

@@ -6,7 +6,7 @@ connections in threads when no writer has the database open (immutable: every co
 the same bytes). ``prefetch_url`` starts a full listing's fetch before the ``lastgood`` command has
 imported anything heavy (the registry names it for ``adk-sqlite``); the reader's full scan takes
 the result when a stat of the files says nothing changed since, and fetches itself otherwise.
-This module imports only the standard library.
+This module imports only the standard library (and the light ``common.sqlite``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from lastgood.readers.common.sqlite import connect_immutable, file_stamp, has_header, is_live
 
 # the fields each listed row carries (name, JSON path) — lastgood.readers.adk.model reads them by position
 INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -28,8 +30,6 @@ INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 CHUNK_ROWS = 10_000
 THREADS = 2
-MMAP_LIMIT = 2**31
-LIVE_SUFFIXES = ("-wal", "-journal")
 
 _INFO = "json_extract(event_data, " + ", ".join("'$." + ".".join(p) + "'" for _, p in INFO_PATHS) + ")"
 # epoch microseconds of SQLAlchemy's DATETIME text ('YYYY-MM-DD HH:MM:SS.ffffff', naive UTC)
@@ -50,31 +50,6 @@ SAFE_SQL = f"""SELECT {_KEYS}, {TS_MICROS}, length(event_data), CASE WHEN json_v
   CASE WHEN json_valid(event_data) THEN {_PARTS} END
 FROM events WHERE {{where}}"""
 RANGE = "rowid > ? AND rowid <= ?"
-
-
-def is_live(path: Path) -> bool:
-    return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
-
-
-def file_stamp(path: Path) -> tuple[Any, ...]:
-    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
-    stamp: list[Any] = []
-    for suffix in ("", *LIVE_SUFFIXES):
-        try:
-            info = Path(f"{path}{suffix}").stat()
-            stamp.append((info.st_size, info.st_mtime_ns))
-        except OSError:
-            stamp.append(None)
-    return tuple(stamp)
-
-
-def connect_immutable(path: Path) -> sqlite3.Connection:
-    """A read-only, immutable, memory-mapped connection (only when no writer is active)."""
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True, isolation_level=None,
-                           check_same_thread=False)
-    conn.execute("PRAGMA query_only = 1")
-    conn.execute(f"PRAGMA mmap_size = {min(path.stat().st_size, MMAP_LIMIT)}")
-    return conn
 
 
 def rows_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -149,9 +124,8 @@ def prefetch_url(url: str) -> bool:
     False (nothing started) unless it is one and no writer has it open."""
     path = Path(url).expanduser()
     try:
-        with path.open("rb") as handle:
-            if handle.read(16) != b"SQLite format 3\x00" or is_live(path):
-                return False
+        if not has_header(path) or is_live(path):
+            return False
         stamp = file_stamp(path)
         conn = connect_immutable(path)
         try:

@@ -3,7 +3,9 @@
 A dialect (``sqlite.py``, ``postgres.py``) keeps only its connection and its SQL: it lists the runs
 (:mod:`lastgood.readers.agno.model`'s row shape, ``run_data`` parsed by the database), reads one
 session's runs for a state (each run's messages and ``session_state`` snapshot) and one run's raw
-``run_data``. Everything else lives here.
+``run_data``. Everything else lives here or in
+:class:`lastgood.readers.common.sessions.SessionStoreReader` (the scan, the presence check, recovery,
+which ADK's readers share).
 
 The model: run = one session (``session_id``), namespace "", checkpoint = one run (``run_id``),
 ordered by ``run_index`` as Agno's loader orders them; state = ``{"session_state": the run's
@@ -20,18 +22,15 @@ read-only: Agno would bring a removed run back from the column, so recovery refu
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from lastgood.checks import Check
 from lastgood.errors import CheckpointNotFound, DecodeError
 from lastgood.readers.agno import model
-from lastgood.readers.common.gc_pause import gc_paused
-from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, backend_named
-
-if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+from lastgood.readers.base import CheckpointRecord, EventRecord, Finding
+from lastgood.readers.common.sessions import SessionStoreReader
 
 SESSION_COLUMNS = {"session_id", "session_type", "session_data"}
 RUN_COLUMNS = {"run_id", "session_id", "run_data", "run_index", "status", "created_at"}
@@ -79,15 +78,10 @@ def context_of(runs: Sequence[RunState], target: RunState) -> list[RunState]:
     return chain[: chain.index(target) + 1]
 
 
-class AgnoReader(Reader):
+class AgnoReader(SessionStoreReader):
     """The base of Agno session-store readers (see the module docstring)."""
 
-    recovery_class: ClassVar[str]
-    cumulative_states = True  # a state is the conversation up to its item
-
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(url, storage_options)
-        self._listed: tuple[str, int] | None = None
+    missing_message = "the run is no longer stored"
 
     # ---- what a dialect provides ---------------------------------------------------------
     @abstractmethod
@@ -107,24 +101,11 @@ class AgnoReader(Reader):
         """Which of these run ids are still stored."""
 
     # ---- listing -----------------------------------------------------------------------------
-    def scan(self, since: str | None = None) -> Scan:
-        raw = self._listing(since)
-        if raw.rows is None:
-            return Scan(token=raw.token, full=False, checkpoints=iter(()), heads=None)
-        with gc_paused():  # many small objects, no cycles: collections would only rescan them
-            listing = model.list_rows(raw.rows, raw.orphans)
-        table = listing.checkpoints
-        self._listed = (raw.token, table.num_rows) if raw.full else None
-        events = [model.events_table(listing.events)] if listing.events else []
-        return Scan(token=raw.token, full=raw.full, checkpoints=iter([table] if table.num_rows else []),
-                    events=iter(events), findings=listing.findings, heads=listing.heads)
+    def _list_rows(self, raw: RawListing) -> model.Listing:
+        return model.list_rows(raw.rows or [], raw.orphans)
 
-    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
-        listed = self._listed
-        return (listed[1], []) if listed is not None and token == listed[0] else None
-
-    def listed_catalog_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
-        return self.listed_structure(token)
+    def _events_table(self, events: Sequence[EventRecord]) -> Any:
+        return model.events_table(events)
 
     # ---- one checkpoint ----------------------------------------------------------------------
     def load_state(self, record: CheckpointRecord) -> Any:
@@ -143,24 +124,14 @@ class AgnoReader(Reader):
         return self._run_data(record.run_id, record.checkpoint_id)
 
     # ---- integrity --------------------------------------------------------------------------
-    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False) -> Iterator[Finding]:
-        """Structure: the runs are still stored. Data: every run's state loads."""
-        records = list(records)
-        present = self._existing([r.checkpoint_id for r in records])
-        for record in records:
-            if record.checkpoint_id not in present:
-                yield Finding(Check.MISSING, "error", "the run is no longer stored", record.run_id,
-                              record.namespace, record.checkpoint_id)
-            elif read_data:
-                try:
-                    self.load_state(record)
-                except (DecodeError, CheckpointNotFound) as exc:
-                    yield Finding(getattr(exc, "check", Check.MISSING), "error", str(exc), record.run_id,
-                                  record.namespace, record.checkpoint_id)
+    def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
+        """Every run's state loads."""
+        try:
+            self.load_state(record)
+        except (DecodeError, CheckpointNotFound) as exc:
+            yield Finding(getattr(exc, "check", Check.MISSING), "error", str(exc), record.run_id,
+                          record.namespace, record.checkpoint_id)
 
     # ---- capabilities -------------------------------------------------------------------------
-    def recovery(self) -> RecoveryBackend:
-        return backend_named(self.recovery_class, self)
-
     def normalize_message(self, value: Any) -> dict[str, Any] | None:
         return model.normalize_message(value)

@@ -19,29 +19,15 @@ Agno 2.x ``runs`` column are turned into the same rows by :func:`legacy_rows`. H
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from lastgood.checks import Check
 from lastgood.readers.adk import columns as col
 from lastgood.readers.base import EPOCH, EventRecord, Finding, HeadRecord, Status, lazy_schema
-from lastgood.redact import REDACTION_ANCHORS, redact, redact_text
+from lastgood.readers.common.sessions import Listing, args_text, dumps, loads
 
-try:
-    import orjson
-
-    loads: Any = orjson.loads
-
-    def dumps(value: Any) -> str:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
-except ImportError:  # pragma: no cover - orjson is a dependency
-    loads = json.loads
-
-    def dumps(value: Any) -> str:
-        return json.dumps(value, sort_keys=True, default=str)
 
 NOTABLE = ("ERROR", "PAUSED", "CANCELLED")  # statuses whose content says why (an error, a question)
 INFO_PATHS = (("model",), ("forked_from_session_id",), ("tools",), ("requirements",), ("agent_name",),
@@ -56,7 +42,6 @@ Row = tuple[Any, ...]
  VALID, LOCATION) = range(17)
 TABLE_LOCATION = "agno_runs"
 MESSAGE_LIMIT = 2000
-_ANCHORS = re.compile("|".join(map(re.escape, REDACTION_ANCHORS)), re.IGNORECASE)
 
 
 def sqlite_info() -> str:
@@ -82,14 +67,6 @@ def order_key(row: Row) -> tuple[Any, ...]:
         return (row[SESSION], 0, int(location[7:]), 0, "")
     index = row[INDEX]
     return (row[SESSION], 1 if index is None else 2, index or 0, row[CREATED] or 0, row[RUN])
-
-
-@dataclass
-class Listing:
-    checkpoints: Any
-    events: list[EventRecord] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    heads: list[HeadRecord] = field(default_factory=list)
 
 
 # ---- legacy (Agno 2.x) runs --------------------------------------------------------------------
@@ -251,14 +228,6 @@ def pause_text(requirements: Any, content: Any) -> str:
             waits.append(f"confirmation of {call}")
     question = f"{content} " if isinstance(content, str) and content else ""
     return f"{question}(waiting for {'; '.join(waits) or 'the user'})"
-
-
-def args_text(value: Any) -> str:
-    """A tool call's arguments as compact JSON, secrets masked."""
-    shown = dumps(value)
-    if not _ANCHORS.search(shown):
-        return shown
-    return dumps(redact(value)) if isinstance(value, (Mapping, list)) else redact_text(shown)
 
 
 def _text(value: Any) -> str | None:

@@ -15,7 +15,6 @@ runs at it.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -24,8 +23,9 @@ from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
 from lastgood.readers.agno.sqlite import ARCHIVE_TABLE, loads, session_runs
-from lastgood.readers.common.lazy import lazy_module, require_psycopg
-from lastgood.readers.common.urls import display_url, is_postgres_url
+from lastgood.readers.common.lazy import lazy_module
+from lastgood.readers.common.sessions import PostgresDialect
+from lastgood.readers.common.urls import display_url
 
 # psycopg (and the shared Postgres helpers, which import it) on first use: sniffing a SQLite file asks
 # this reader too, and must not pay psycopg's import (~0.3 s)
@@ -33,8 +33,6 @@ psycopg = lazy_module("psycopg")
 pgc = lazy_module("lastgood.readers.common.postgres")
 
 
-def require_driver() -> None:
-    require_psycopg("The agno-postgres reader")
 
 TOKEN_VERSION = 1
 _UPD = "coalesce(updated_at, created_at)"
@@ -86,70 +84,39 @@ def use_schema(conn: Any, schema: str) -> None:
     conn.execute("SELECT set_config('search_path', %s, true)", (f'"{schema}", public',))
 
 
-class AgnoPostgresReader(AgnoReader):
+class AgnoPostgresReader(PostgresDialect, AgnoReader):
     """Agno PostgresDb store, read through read-only transactions."""
 
     name = "agno-postgres"
     description = "Agno PostgresDb session store (agno_sessions + agno_runs, schema 3.0, in its db_schema)"
     recovery_class = "lastgood.readers.agno.recovery:PostgresRecovery"
+    schema: str  # the schema holding the Agno tables (found when the reader is made)
+    tables: dict[str, frozenset[str]]  # its tables' columns
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        require_driver()
-        super().__init__(url, storage_options)
-        self._conn: Any | None = None
-        self._conn_lock = threading.RLock()
-        self.schema = ""
-        self.tables: dict[str, frozenset[str]] = {}
-        try:
-            with self._read(layout=False) as cur:
-                found = agno_schemas(cur)
-            schema = pick_schema(found, self.storage_options.get("db_schema"))
-            if schema is None:
-                raise ReaderError(f"{display_url(url)}: {_no_schema(self.storage_options.get('db_schema'), found)}")
-            self.schema, self.tables = schema, found[schema]
-        except BaseException:
-            self.close()
-            raise
+    def _check_store(self) -> None:
+        with self._read(layout=False) as cur:
+            found = agno_schemas(cur)
+        schema = pick_schema(found, self.storage_options.get("db_schema"))
+        if schema is None:
+            raise ReaderError(f"{display_url(self.url)}: {_no_schema(self.storage_options.get('db_schema'), found)}")
+        self.schema, self.tables = schema, found[schema]
 
     @classmethod
-    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
-        if not is_postgres_url(url):
-            return False
-        require_driver()
+    def _sniff_database(cls, url: str) -> bool:
         conn = pgc.connect_readonly(url)
         try:
             return bool(agno_schemas(conn))
         finally:
             conn.close()
 
-    def close(self) -> None:
-        with self._conn_lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
     @contextmanager
     def _read(self, layout: bool = True) -> Iterator[Any]:
         """A cursor in a fresh read-only transaction, the Agno schema first on its search path."""
-        with self._conn_lock:
-            if self._conn is None or self._conn.closed:
-                self._conn = pgc.connect_readonly(self.url)
-            conn = self._conn
-            try:
-                with conn.cursor() as cur:
-                    if layout:
-                        use_schema(cur, self.schema)
-                        self.tables = agno_schemas(cur).get(self.schema, self.tables)
-                    yield cur
-            except psycopg.OperationalError as exc:
-                self._conn = None
-                conn.close()
-                raise ReaderError(f"{display_url(self.url)}: {pgc.one_line(str(exc), self.url)}") from None
-            except psycopg.Error as exc:
-                raise ReaderError(f"{display_url(self.url)}: {pgc.one_line(str(exc), self.url)}") from None
-            finally:
-                if not conn.closed:
-                    conn.rollback()
+        with self._pg.cursor() as cur:
+            if layout:
+                use_schema(cur, self.schema)
+                self.tables = agno_schemas(cur).get(self.schema, self.tables)
+            yield cur
 
     @property
     def legacy(self) -> bool:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
-from lastgood.errors import CheckpointNotFound, ReaderError
+from lastgood.errors import CheckpointNotFound
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
-from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.common.sqlite import read_transaction, sqlite_path, sqlite_schema, table_columns
 
 TOKEN_VERSION = 1
 _UPD = "coalesce(updated_at, created_at)"
@@ -84,16 +84,11 @@ class AgnoSqliteReader(AgnoReader):
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction; the layout (runs table, legacy column, Lastgood's archive) as it is now."""
-        with closing(connect_readonly(self.path)) as conn:
-            try:
-                conn.execute("BEGIN")
-                self.has_runs = bool(table_columns(conn, "agno_runs"))
-                self.legacy = "runs" in table_columns(conn, "agno_sessions")
-                self.archive = bool(table_columns(conn, ARCHIVE_TABLE))
-                yield conn
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise ReaderError(f"{self.path}: SQLite error: {exc}") from exc
+        with read_transaction(self.path) as conn:
+            self.has_runs = bool(table_columns(conn, "agno_runs"))
+            self.legacy = "runs" in table_columns(conn, "agno_sessions")
+            self.archive = bool(table_columns(conn, ARCHIVE_TABLE))
+            yield conn
 
     # ---- listing ----------------------------------------------------------------------------
     def _listing(self, since: str | None) -> RawListing:

@@ -3,6 +3,9 @@ transactions, and connection errors as one line naming the server without its cr
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -42,6 +45,50 @@ def _jit_off(conn: psycopg.Connection[Any]) -> None:
         conn.rollback()
         return
     conn.commit()  # ends the transaction the SET opened (nothing written)
+
+
+class ReadConnection:
+    """One read-only connection a reader shares between its reads: each :meth:`cursor` is a fresh
+    read-only transaction on it (rolled back at the end). A lost connection is dropped (the next read
+    reopens it); every driver error leaves as :func:`read_error`."""
+
+    def __init__(self, url: str, lock: threading.RLock | None = None,
+                 connect: Callable[[str], psycopg.Connection[Any]] | None = None) -> None:
+        self.url = url
+        self.lock = lock if lock is not None else threading.RLock()
+        self.connect = connect or connect_readonly
+        self.conn: psycopg.Connection[Any] | None = None
+
+    @contextmanager
+    def cursor(self) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor in a fresh read-only transaction on the shared connection."""
+        with self.lock:
+            if self.conn is None or self.conn.closed:
+                self.conn = self.connect(self.url)
+            conn = self.conn
+            try:
+                with conn.cursor() as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                self.conn = None
+                conn.close()
+                raise read_error(self.url, exc) from None
+            except psycopg.Error as exc:
+                raise read_error(self.url, exc) from None
+            finally:
+                if not conn.closed:
+                    conn.rollback()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+
+
+def read_error(url: str, exc: Exception) -> ReaderError:
+    """A failed read as one line naming the server without credentials."""
+    return ReaderError(f"{display_url(url)}: {one_line(str(exc), url)}")
 
 
 def connect_error(url: str, exc: Exception) -> StoreNotFound | ReaderError:

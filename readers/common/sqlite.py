@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from lastgood.errors import ReaderError, StoreNotFound
@@ -24,6 +26,28 @@ LIVE_SUFFIXES = ("-wal", "-journal")
 def is_live(path: Path) -> bool:
     """A writer may be active: its ``-wal`` or ``-journal`` file is beside the database."""
     return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
+
+
+def file_stamp(path: Path) -> tuple[Any, ...]:
+    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
+    stamp: list[Any] = []
+    for suffix in ("", *LIVE_SUFFIXES):
+        try:
+            info = Path(f"{path}{suffix}").stat()
+            stamp.append((info.st_size, info.st_mtime_ns))
+        except OSError:
+            stamp.append(None)
+    return tuple(stamp)
+
+
+def connect_immutable(path: Path) -> sqlite3.Connection:
+    """A read-only, immutable, memory-mapped connection (only when no writer is active): what the
+    listings fetched in threads read on, every connection seeing the same bytes."""
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True, isolation_level=None,
+                           check_same_thread=False)
+    conn.execute("PRAGMA query_only = 1")
+    conn.execute(f"PRAGMA mmap_size = {min(path.stat().st_size, MMAP_LIMIT)}")
+    return conn
 
 
 def sqlite_path(url: str) -> Path:
@@ -68,6 +92,19 @@ def connect_readonly(path: Path, mmap: bool = False) -> sqlite3.Connection:
         conn.close()
         raise ReaderError(f"{path} is not a readable SQLite database ({exc})") from None
     return conn
+
+
+@contextmanager
+def read_transaction(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection holding one read transaction (a consistent snapshot), closed after;
+    a SQLite error inside becomes one ReaderError naming the file."""
+    with closing(connect_readonly(path)) as conn:
+        try:
+            conn.execute("BEGIN")
+            yield conn
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise ReaderError(f"{path}: SQLite error: {exc}") from exc
 
 
 def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:

@@ -11,12 +11,11 @@ the model's own ``state_dict()``; another tensor-parallel rank's as ``mp_rank_01
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from lastgood.checks import Check
-from lastgood.errors import DecodeError, LastgoodError, ReaderError
+from lastgood.errors import DecodeError, ReaderError
 from lastgood.readers.base import (
     CheckpointRecord,
     Finding,
@@ -24,15 +23,12 @@ from lastgood.readers.base import (
     Scan,
     Status,
     TensorEntry,
-    backend_named,
-    checkpoints_table,
 )
 from lastgood.readers.deepspeed import layout
 from lastgood.readers.deepspeed.layout import Run, Tag
-from lastgood.readers.journal import RecoveryBackend
 from lastgood.readers.modelfiles.allow import DEEPSPEED_ALLOW
 from lastgood.readers.modelfiles.checks import Problem
-from lastgood.readers.modelfiles.folderreader import parse_token, vanished, FolderReader, Parts
+from lastgood.readers.modelfiles.folderreader import Parts, RunFolderReader
 from lastgood.readers.modelfiles.fsio import DIR, Folder, as_datetime, join
 from lastgood.readers.modelfiles.plaindata import plain
 from lastgood.readers.modelfiles.weights import TORCH, Weights, reason
@@ -44,45 +40,32 @@ MAX_LISTED_NAMES = 50
 SNIFF_FOLDERS = 50
 
 
-class DeepSpeedReader(FolderReader):
+class DeepSpeedReader(RunFolderReader[Run]):
     name = "deepspeed"
     description = ("DeepSpeed save folders: latest + global_stepN/ with mp_rank_*_model_states.pt and ZeRO "
                    "optimizer files (any fsspec URL)")
     allow = DEEPSPEED_ALLOW
+    recovery_target = "lastgood.readers.deepspeed.recovery:DeepSpeedRecovery"
+    token_version = TOKEN_VERSION
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(url, storage_options)
-        self._runs: dict[str, Run] | None = None
-
-    @classmethod
-    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+    @staticmethod
+    def sniff_folder(folder: Folder) -> bool:
         """A folder (or a subfolder) with a tag folder holding ``*_model_states.pt`` or
         ``*_optim_states.pt`` files."""
-        try:
-            return _sniff(Folder(url, storage_options))
-        except (LastgoodError, OSError, ValueError):
-            return False
-
-    def recovery(self) -> RecoveryBackend:
-        return backend_named("lastgood.readers.deepspeed.recovery:DeepSpeedRecovery", self)
+        return _sniff(folder)
 
     # ---- listing ------------------------------------------------------------------------
 
-    def runs(self, fresh: bool = False) -> dict[str, Run]:
-        if self._runs is None or fresh:
-            self.folder.forget()
-            self._runs = {run.run_id: run for run in layout.list_runs(self.folder)}
-        return self._runs
+    def list_runs(self) -> list[Run]:
+        return layout.list_runs(self.folder)
 
     def scan(self, since: str | None = None) -> Scan:
         runs = self.runs(fresh=True)
         listing = {run_id: {"stamps": {t.name: _stamp(t) for t in run.tags}, "latest": run.latest}
                    for run_id, run in runs.items()}
-        token = json.dumps({"v": TOKEN_VERSION, "runs": listing}, sort_keys=True)
-        previous = parse_token(since, TOKEN_VERSION)
+        token, previous, full = self.relisting(since, listing)
         if previous == listing:
             return self.empty_scan(token)
-        full = previous is None or vanished(previous, listing)
         records = []
         for run_id, run in runs.items():
             before = None if previous is None or full else (previous.get(run_id) or {}).get("stamps") or {}
@@ -92,8 +75,7 @@ class DeepSpeedReader(FolderReader):
                     records.append(self._record(run, tag, parent))
                 parent = tag.name
         heads = [HeadRecord(run_id, run.head.name) for run_id, run in runs.items() if run.head is not None]
-        return Scan(token=token, full=full, checkpoints=iter([checkpoints_table(records)] if records else []),
-                    findings=self._pointer_findings(runs), heads=heads)
+        return self.listed(token, full, records, self._pointer_findings(runs), heads)
 
     def _record(self, run: Run, tag: Tag, parent: str | None) -> CheckpointRecord:
         status, reason_ = (Status.OK, None) if tag.complete else (

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lastgood.checks import Check
-from lastgood.errors import DecodeError, LastgoodError, ReaderError
+from lastgood.errors import DecodeError, ReaderError
 from lastgood.readers.base import (
     CheckpointRecord,
     Finding,
@@ -26,16 +26,13 @@ from lastgood.readers.base import (
     MetricPoint,
     Scan,
     Status,
-    backend_named,
-    checkpoints_table,
 )
 from lastgood.readers.hf_trainer import layout
 from lastgood.readers.hf_trainer import trainer_state as ts
 from lastgood.readers.hf_trainer.layout import ARGS, STATE, Found, Run
-from lastgood.readers.journal import RecoveryBackend
 from lastgood.readers.modelfiles.allow import TRAINER_ALLOW
 from lastgood.readers.modelfiles.checks import Problem
-from lastgood.readers.modelfiles.folderreader import parse_token, vanished, TORCH_SUFFIXES, FolderReader, Parts
+from lastgood.readers.modelfiles.folderreader import TORCH_SUFFIXES, Parts, RunFolderReader
 from lastgood.readers.modelfiles.fsio import DIR, FILE, Folder, as_datetime, join
 from lastgood.readers.modelfiles.plaindata import plain
 from lastgood.readers.modelfiles.weights import weights_named
@@ -49,37 +46,28 @@ ADAPTER_CONFIG = "adapter_config.json"  # a PEFT model's checkpoint
 WEIGHT_PREFIXES = ("pytorch_model", "adapter_model", "model-", "model.")
 
 
-class HfTrainerReader(FolderReader):
+class HfTrainerReader(RunFolderReader[Run]):
     name = "hf-trainer"
     description = ("Hugging Face Trainer output folders: checkpoint-N/ with safetensors or torch weights, "
                    "trainer_state.json, optimizer and RNG state (any fsspec URL)")
     allow = TRAINER_ALLOW
+    recovery_target = "lastgood.readers.hf_trainer.recovery:TrainerRecovery"
+    token_version = TOKEN_VERSION
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
-        self._runs: dict[str, Run] | None = None
         self._states: dict[tuple[str, int, float], Any] = {}  # light states (last step's log only)
 
-    @classmethod
-    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+    @staticmethod
+    def sniff_folder(folder: Folder) -> bool:
         """A folder (or one of its subfolders) with ``checkpoint-N/`` folders, one of which holds
         ``trainer_state.json`` or ``training_args.bin``."""
-        try:
-            folder = Folder(url, storage_options)
-            return _sniff(folder)
-        except (LastgoodError, OSError, ValueError):
-            return False
-
-    def recovery(self) -> RecoveryBackend:
-        return backend_named("lastgood.readers.hf_trainer.recovery:TrainerRecovery", self)
+        return _sniff(folder)
 
     # ---- listing --------------------------------------------------------------------
 
-    def runs(self, fresh: bool = False) -> dict[str, Run]:
-        if self._runs is None or fresh:
-            self.folder.forget()
-            self._runs = {run.run_id: run for run in layout.list_runs(self.folder)}
-        return self._runs
+    def list_runs(self) -> list[Run]:
+        return layout.list_runs(self.folder)
 
     def scan(self, since: str | None = None) -> Scan:
         runs = self.runs(fresh=True)
@@ -87,16 +75,13 @@ class HfTrainerReader(FolderReader):
         listing = {run_id: {"stamps": {c.checkpoint_id: _stamp(c) for c in run.checkpoints},
                             "head": run.head.checkpoint_id if run.head else None, "best": bests[run_id]}
                    for run_id, run in runs.items()}
-        token = json.dumps({"v": TOKEN_VERSION, "runs": listing}, sort_keys=True)
-        previous = parse_token(since, TOKEN_VERSION)
+        token, previous, full = self.relisting(since, listing)
         if previous == listing:
             return self.empty_scan(token)
-        full = previous is None or vanished(previous, listing)
         records = [r for run_id, run in runs.items()
                    for r in self._records(run, bests[run_id], None if previous is None or full else previous.get(run_id))]
         heads = [HeadRecord(run_id, run.head.checkpoint_id) for run_id, run in runs.items() if run.head]
-        return Scan(token=token, full=full, checkpoints=iter([checkpoints_table(records)] if records else []),
-                    findings=self._listing_findings(runs), heads=heads)
+        return self.listed(token, full, records, self._listing_findings(runs), heads)
 
     def _records(self, run: Run, best: str | None, before: Mapping[str, Any] | None) -> list[CheckpointRecord]:
         parents = layout.parents(run)

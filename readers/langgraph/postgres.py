@@ -37,7 +37,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -89,7 +89,7 @@ from lastgood.readers.langgraph.rows import columns_ok, key_problem, valid_rows
 from lastgood.readers.langgraph.serde import decode_typed
 from lastgood.readers.langgraph.base import Key, LangGraphReader, key_of
 from lastgood.readers.common.lazy import lazy_module
-from lastgood.readers.common.postgres import connect_readonly, one_line, postgres_schema
+from lastgood.readers.common.postgres import ReadConnection, connect_readonly, postgres_schema, read_error
 from lastgood.readers.common.urls import is_postgres_url
 from lastgood.readers.common.urls import display_url
 
@@ -100,6 +100,12 @@ EVENT_BATCH_ROWS = 20_000
 CHECK_CHUNK = 200
 TOKEN_VERSION = 1
 KEY_COLUMNS = slice(0, 4)  # SCAN_SQL's thread_id, checkpoint_ns, checkpoint_id, parent id
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    """The reader's own connection, through this module's ``connect_readonly`` (looked up at each
+    call, like the listing's)."""
+    return connect_readonly(url)
 
 
 # --- the reader ----------------------------------------------------------------------------
@@ -117,7 +123,7 @@ class LangGraphPostgresReader(LangGraphReader):
         super().__init__(url, storage_options)
         self.blob_sizes = bool(self.storage_options.get("blob_sizes", True))
         self._lock = threading.RLock()
-        self._conn: psycopg.Connection[Any] | None = None
+        self._pg = ReadConnection(url, self._lock, _connect)
         self._scans: list[psycopg.Connection[Any]] = []
         self._listed: _Listed | None = None
         try:
@@ -136,35 +142,19 @@ class LangGraphPostgresReader(LangGraphReader):
 
     def close(self) -> None:
         with self._lock:
-            for conn in [*self._scans, *([self._conn] if self._conn else [])]:
+            for conn in self._scans:
                 conn.close()
             self._scans.clear()
-            self._conn = None
+            self._pg.close()
 
     # connections ---------------------------------------------------------------------
 
-    @contextmanager
-    def _read(self) -> Iterator[psycopg.Cursor[Any]]:
+    def _read(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
         """A cursor in a fresh read-only transaction on the shared connection."""
-        with self._lock:
-            if self._conn is None or self._conn.closed:
-                self._conn = connect_readonly(self.url)
-            conn = self._conn
-            try:
-                with conn.cursor() as cur:
-                    yield cur
-            except psycopg.OperationalError as exc:
-                self._conn = None
-                conn.close()
-                raise self._db_error(exc) from None
-            except psycopg.Error as exc:
-                raise self._db_error(exc) from None
-            finally:
-                if not conn.closed:
-                    conn.rollback()
+        return self._pg.cursor()
 
     def _db_error(self, exc: psycopg.Error) -> ReaderError:
-        return ReaderError(f"{display_url(self.url)}: {one_line(str(exc), self.url)}")
+        return read_error(self.url, exc)
 
     def _check_tables(self, cur: psycopg.Cursor[Any]) -> str:
         *present, has_task_path = cur.execute(TABLES_SQL).fetchone() or (False, False, False, False)

@@ -40,8 +40,7 @@ from lastgood.readers.langgraph.common import (
 )
 from lastgood.readers.langgraph.findings import payload_findings
 from lastgood.readers.langgraph.rows import ALL_ROWS_SQL, sqlite_row_findings
-from lastgood.readers.langgraph.sqlite_fetch import (NOT_BUILT, ChunkFetch, drop_prefetched, file_stamp, is_live,
-                                                     ranges, take_prefetched)
+from lastgood.readers.langgraph.sqlite_fetch import NOT_BUILT, ChunkFetch, drop_prefetched, ranges, take_prefetched
 from lastgood.readers.langgraph.sqlite_listing import (  # noqa: F401 - missing_parents is re-exported
     ParentColumns,
     SideQueries,
@@ -58,7 +57,8 @@ from lastgood.readers.langgraph.sqlite_listing import (  # noqa: F401 - missing_
 )
 from lastgood.readers.langgraph.serde import decode_typed
 from lastgood.readers.common.lazy import lazy_module
-from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.common.sqlite import (connect_readonly, file_stamp, is_live, sqlite_path, sqlite_schema,
+                                          table_columns)
 from lastgood.readers.langgraph.base import Key, LangGraphReader, is_marker, key_of
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it

@@ -21,7 +21,7 @@ bytes), else on the scan's own connection, inside its transaction.
 anything heavy (the CLI calls it first thing for ``lastgood index DB``); the
 reader's full scan takes the result when a stat of the files says nothing
 changed since, and fetches itself otherwise. This module imports only the
-standard library at load time.
+standard library (and the light ``common.sqlite``) at load time.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lastgood.readers.common.sqlite import connect_immutable, file_stamp, has_header, is_live
+
 CHUNK_ROWS = 4096
 THREADS = 2
-MMAP_LIMIT = 2**31
-LIVE_SUFFIXES = ("-wal", "-journal")
 
 # one row per rowid range: its row count, how many rows fit the column-wise path, and each
 # listed column concatenated (NUL between key values, newline between metadata values)
@@ -72,19 +72,6 @@ def ranges(after: int, last: int, rows: int) -> list[Range]:
     count = max(1, -(-min(max(rows, 1), last - after) // CHUNK_ROWS))
     span = -(-(last - after) // count)
     return [(lo, min(lo + span, last)) for lo in range(after, last, span)]
-
-
-def is_live(path: Path) -> bool:
-    return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
-
-
-def connect_immutable(path: Path) -> sqlite3.Connection:
-    """A read-only, immutable, memory-mapped connection (only when no writer is active)."""
-    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA query_only = 1")
-    conn.execute(f"PRAGMA mmap_size = {min(path.stat().st_size, MMAP_LIMIT)}")
-    return conn
 
 
 NOT_BUILT = object()  # ChunkFetch.get: the range's columns are the caller's to build
@@ -178,28 +165,10 @@ _PREFETCHED: dict[str, Prefetch] = {}
 _LOCK = threading.Lock()
 
 
-def file_stamp(path: Path) -> tuple[Any, ...]:
-    """Size and mtime of the database and its journal/WAL: a commit changes one of them."""
-    stamp: list[Any] = []
-    for suffix in ("", *LIVE_SUFFIXES):
-        try:
-            info = Path(f"{path}{suffix}").stat()
-            stamp.append((info.st_size, info.st_mtime_ns))
-        except OSError:
-            stamp.append(None)
-    return tuple(stamp)
-
-
 def prefetch_url(url: str) -> bool:
     """:func:`prefetch` for a plain path to a SQLite file (other URL forms: False)."""
     path = Path(url).expanduser()
-    try:
-        with path.open("rb") as handle:
-            if handle.read(16) != b"SQLite format 3\x00":
-                return False
-    except OSError:
-        return False
-    return prefetch(path)
+    return has_header(path) and prefetch(path)
 
 
 def prefetch(path: Path) -> bool:

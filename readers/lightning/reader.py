@@ -19,18 +19,18 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, ReaderError, UnsafePath
-from lastgood.readers.base import (CheckpointRecord, Finding, HeadRecord, MetricPoint, Reader, Scan, TensorEntry,
+from lastgood.readers.base import (CheckpointRecord, Finding, HeadRecord, MetricPoint, Scan, TensorEntry,
                                    TensorSummary, backend_named)
 from lastgood.readers.lightning import layout as lay
 from lastgood.readers.tensors.torchzip import TorchFile
 from lastgood.readers.torch_files import torchfile
-from lastgood.readers.torch_files.files import READ_ERRORS, TorchFiles, looks_like_torch
+from lastgood.readers.torch_files.files import READ_ERRORS, TorchFileReader, TorchFiles, looks_like_torch
 from lastgood.readers.torch_files.files import location as _location
 from lastgood.readers.training_folders import stamps
 from lastgood.readers.training_folders.tables import records_table
@@ -43,7 +43,7 @@ TENSOR_ROOTS = ("state_dict", "optimizer_states")
 MAX_METRIC_ROWS = 1_000_000
 
 
-class LightningReader(Reader):
+class LightningReader(TorchFileReader):
     name = "lightning"
     ids_per_run = True  # step folders and file names repeat across runs
     description = "PyTorch Lightning checkpoint folders (.ckpt files, last.ckpt), read without unpickling"
@@ -162,33 +162,10 @@ class LightningReader(Reader):
                 out.append(Finding(Check.UNSAFE_PATH, "error", f"{item.rel} {why}", run.run_id))
         return out
 
-    # ---- one checkpoint --------------------------------------------------------------------
+    # ---- capability: checks (the rest: TorchFileReader) --------------------------------------
 
-    def load_state(self, record: CheckpointRecord) -> Any:
-        return self.files.load_state(record)
-
-    def read_blob(self, record: CheckpointRecord) -> bytes:
-        return self.files.read_blob(record)
-
-    # ---- capability: checks ----------------------------------------------------------------
-
-    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False
-                          ) -> Iterator[Finding | TensorSummary]:
-        for record in records:
-            yield from self._check(record, read_data)
-
-    def _check(self, record: CheckpointRecord, read_data: bool) -> Iterator[Finding | TensorSummary]:
-        try:
-            with self.files.opened(_location(record)) as (handle, tf):
-                if tf.legacy:
-                    yield torchfile.legacy_finding(record)
-                    return
-                yield from _name_findings(record, tf)
-                if read_data:
-                    yield from torchfile.crc_findings(handle, tf, record)
-                    yield from self._summaries(handle, tf, record)
-        except READ_ERRORS as exc:
-            yield torchfile.finding(exc, record)
+    def _file_findings(self, record: CheckpointRecord, tf: TorchFile) -> Iterator[Finding]:
+        return _name_findings(record, tf)
 
     def _summaries(self, handle: Any, tf: TorchFile, record: CheckpointRecord) -> Iterator[Finding | TensorSummary]:
         found = []

@@ -10,19 +10,25 @@ base then offers
   shards ↔ headers, torch zips, pickle globals) and, at data depth, one streamed pass per file
   (:mod:`.datascan`) yielding a ``TensorSummary`` per model tensor beside the findings
   (non-finite values, all-zero weights, CRC-32 and recorded-checksum mismatches, norm jumps).
+
+:class:`RunFolderReader` adds what the formats whose layout module lists runs of checkpoint folders
+share (DeepSpeed, Hugging Face Trainer): sniffing, the cached runs, the recovery capability, the
+listing token compared with the previous one.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from abc import abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from lastgood.checks import Check
-from lastgood.errors import DecodeError, ReaderError
-from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, TensorEntry, TensorSummary
+from lastgood.errors import DecodeError, LastgoodError, ReaderError
+from lastgood.readers.base import (CheckpointRecord, Finding, HeadRecord, Reader, Scan, TensorEntry, TensorSummary,
+                                   backend_named, checkpoints_table)
 from lastgood.readers.modelfiles import checks
 from lastgood.readers.modelfiles.checks import Problem
 from lastgood.readers.modelfiles.datascan import FileScan, TensorScan, scan_file
@@ -33,6 +39,9 @@ from lastgood.readers.tensors import dtypes
 from lastgood.readers.tensors.errors import TensorsError
 from lastgood.readers.tensors.torch_pickle import TORCH_ALLOW
 from lastgood.readers.tensors.torchzip import read_tensor_bytes
+
+if TYPE_CHECKING:
+    from lastgood.readers.journal import RecoveryBackend
 
 NORM_JUMP_FACTOR = 10.0  # a tensor whose norm grows or shrinks this much since the previous checkpoint
 NORM_FLOOR = 1e-6
@@ -284,6 +293,62 @@ class FolderReader(Reader):
 
     def empty_scan(self, token: str) -> Scan:
         return Scan(token=token, full=False, checkpoints=iter(()))
+
+
+class ListedRun(Protocol):
+    run_id: str
+
+
+RunT = TypeVar("RunT", bound=ListedRun)
+
+
+class RunFolderReader(FolderReader, Generic[RunT]):
+    """A folder reader whose layout lists runs of checkpoint folders (see the module docstring)."""
+
+    recovery_target: ClassVar[str]  # "module:Class" of its recovery backend
+    token_version: ClassVar[int] = 1
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        self._runs: dict[str, RunT] | None = None
+
+    @classmethod
+    def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+        try:
+            return cls.sniff_folder(Folder(url, storage_options))
+        except (LastgoodError, OSError, ValueError):
+            return False
+
+    @staticmethod
+    @abstractmethod
+    def sniff_folder(folder: Folder) -> bool:
+        """The folder holds this format's runs (any error reading it: not this format)."""
+
+    @abstractmethod
+    def list_runs(self) -> list[RunT]:
+        """Every run of the folder, as the layout lists it now."""
+
+    def recovery(self) -> RecoveryBackend:
+        return backend_named(self.recovery_target, self)
+
+    def runs(self, fresh: bool = False) -> dict[str, RunT]:
+        if self._runs is None or fresh:
+            self.folder.forget()
+            self._runs = {run.run_id: run for run in self.list_runs()}
+        return self._runs
+
+    def relisting(self, since: str | None, listing: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None, bool]:
+        """The token of ``listing``, what ``since`` listed (None: no token of ours; equal to
+        ``listing``: nothing changed) and whether everything is listed again (no token, or a run or
+        checkpoint vanished)."""
+        token = json.dumps({"v": self.token_version, "runs": listing}, sort_keys=True)
+        previous = parse_token(since, self.token_version)
+        return token, previous, previous is None or vanished(previous, listing)
+
+    def listed(self, token: str, full: bool, records: Sequence[CheckpointRecord], findings: list[Finding],
+               heads: list[HeadRecord]) -> Scan:
+        return Scan(token=token, full=full, checkpoints=iter([checkpoints_table(records)] if records else []),
+                    findings=findings, heads=heads)
 
 
 def _main(parts: Parts) -> str | None:

@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, ReaderError
-from lastgood.readers.base import (CheckpointRecord, Finding, HeadRecord, MetricPoint, Reader, Scan, Status,
-                                   TensorEntry, TensorSummary, backend_named)
+from lastgood.readers.base import (CheckpointRecord, Finding, MetricPoint, Reader, Scan, Status, TensorEntry,
+                                   TensorSummary, backend_named)
 from lastgood.readers.orbax import structure as st
-from lastgood.readers.training_folders import stamps
-from lastgood.readers.training_folders.tables import records_table
 from lastgood.readers.training_folders.folder import Entry, Folder, as_datetime
 from lastgood.readers.training_folders.journal import QUARANTINE
-from lastgood.readers.training_folders.moves import StepFolder, assign_ids, current_location, newest, split_quarantined
+from lastgood.readers.training_folders.listing import scan_folders
+from lastgood.readers.training_folders.moves import StepFolder, assign_ids, current_location, split_quarantined
 
 if TYPE_CHECKING:
     from lastgood.readers.journal import RecoveryBackend
@@ -145,29 +144,9 @@ class OrbaxReader(Reader):
     def scan(self, since: str | None = None) -> Scan:
         folders, files = self._layout()
         now = {e.rel: e.stamp for f in folders for e in files.get(f.rel, []) if e.kind != "dir"}
-        token = stamps.encode(now, reader=self.name)
-        before = stamps.decode(since)
-        runs = sorted({f.run_id for f in folders})
-        full = True
-        if before is not None and before.get("reader") == self.name:
-            change = stamps.delta(before["stamps"], now)
-            if change.unchanged:
-                return Scan(token, False, iter(()))
-            if not change.changed and not change.removed:
-                full = False
-                runs = sorted({f.run_id for f in folders if any(e.rel in change.added for e in files[f.rel])})
-        records, heads = [], []  # unfinished and uncommitted steps are listed incomplete; their checks say why
-        for run in runs:
-            listed = sorted((f for f in folders if f.run_id == run), key=lambda f: (f.key, f.action or ""))
-            parent = None
-            for folder in listed:
-                record = self.record_of(folder, files.get(folder.rel), parent)
-                records.append(record)
-                parent = folder.checkpoint_id if folder.visible and folder.seen else parent
-            head = newest(listed)
-            if head is not None:
-                heads.append(HeadRecord(run, head.checkpoint_id))
-        return Scan(token, full, iter([records_table(records)]) if records else iter(()), heads=heads)
+        # unfinished and uncommitted steps are listed incomplete (never a parent); their checks say why
+        return scan_folders(self.name, since, folders, files, now,
+                            lambda folder, parent: self.record_of(folder, files.get(folder.rel), parent))
 
     # ---- one checkpoint --------------------------------------------------------------------
 

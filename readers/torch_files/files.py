@@ -1,16 +1,17 @@
-"""Torch files of a store folder, opened by range and inspected once (an LRU of the inspections)."""
+"""Torch files of a store folder, opened by range and inspected once (an LRU of the inspections), and
+the base of the readers whose checkpoints are each one such file (:class:`TorchFileReader`)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
 from lastgood import limits
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, ReaderError
-from lastgood.readers.base import CheckpointRecord
+from lastgood.readers.base import CheckpointRecord, Finding, Reader, TensorSummary
 from lastgood.readers.tensors.errors import TensorsError, TorchFileError
 from lastgood.readers.tensors.torchzip import TorchFile
 from lastgood.readers.torch_files import torchfile
@@ -81,3 +82,43 @@ class TorchFiles:
             return self.folder.read_small(location(record), limits.MAX_BLOB_BYTES)
         except READ_ERRORS as exc:
             raise torchfile.decode_error(exc) from None
+
+
+class TorchFileReader(Reader):
+    """A reader whose checkpoints are each one ``torch.save`` file of its folder (``self.files``):
+    the state, the blob and the checks of the file, read the same way for every such format."""
+
+    files: TorchFiles
+
+    def load_state(self, record: CheckpointRecord) -> Any:
+        return self.files.load_state(record)
+
+    def read_blob(self, record: CheckpointRecord) -> bytes:
+        return self.files.read_blob(record)
+
+    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False
+                          ) -> Iterator[Finding | TensorSummary]:
+        for record in records:
+            yield from self._check(record, read_data)
+
+    def _check(self, record: CheckpointRecord, read_data: bool) -> Iterator[Finding | TensorSummary]:
+        try:
+            with self.files.opened(location(record)) as (handle, tf):
+                if tf.legacy:
+                    yield torchfile.legacy_finding(record)
+                    return
+                yield from self._file_findings(record, tf)
+                if read_data:
+                    yield from torchfile.crc_findings(handle, tf, record)
+                    yield from self._summaries(handle, tf, record)
+        except READ_ERRORS as exc:
+            yield torchfile.finding(exc, record)
+
+    def _file_findings(self, record: CheckpointRecord, tf: TorchFile) -> Iterator[Finding]:
+        """What the format checks in a readable file beyond the torch zip itself (nothing here)."""
+        return iter(())
+
+    def _summaries(self, handle: IO[bytes], tf: TorchFile, record: CheckpointRecord
+                   ) -> Iterator[Finding | TensorSummary]:
+        """The data check's tensor summaries and their findings."""
+        return torchfile.summaries(handle, tf, record)

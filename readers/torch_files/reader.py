@@ -21,9 +21,9 @@ from typing import Any
 
 from lastgood.checks import Check
 from lastgood.errors import DecodeError
-from lastgood.readers.base import CheckpointRecord, Finding, HeadRecord, Reader, Scan, TensorEntry, TensorSummary
+from lastgood.readers.base import CheckpointRecord, Finding, HeadRecord, Scan, TensorEntry
 from lastgood.readers.torch_files import torchfile
-from lastgood.readers.torch_files.files import READ_ERRORS, TorchFiles, looks_like_torch
+from lastgood.readers.torch_files.files import READ_ERRORS, TorchFileReader, TorchFiles, looks_like_torch
 from lastgood.readers.torch_files.files import location as _location
 from lastgood.readers.training_folders import stamps
 from lastgood.readers.training_folders.tables import columns_table, json_text, micros
@@ -76,7 +76,7 @@ def place(files: Iterable[Entry], root_name: str) -> dict[str, list[Placed]]:
     return runs
 
 
-class TorchFilesReader(Reader):
+class TorchFilesReader(TorchFileReader):
     name = "torch-files"
     ids_per_run = True  # step folders and file names repeat across runs
     description = "Files written by torch.save (.pt, .pth, .bin), read without unpickling"
@@ -151,32 +151,7 @@ class TorchFilesReader(Reader):
         return Scan(token, full, iter([columns_table(columns, rows)]) if rows else iter(()),
                     findings=findings, heads=heads)
 
-    # ---- one checkpoint --------------------------------------------------------------------
-
-    def load_state(self, record: CheckpointRecord) -> Any:
-        return self.files.load_state(record)
-
-    def read_blob(self, record: CheckpointRecord) -> bytes:
-        return self.files.read_blob(record)
-
-    # ---- capability: checks ----------------------------------------------------------------
-
-    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False
-                          ) -> Iterator[Finding | TensorSummary]:
-        for record in records:
-            yield from self._check(record, read_data)
-
-    def _check(self, record: CheckpointRecord, read_data: bool) -> Iterator[Finding | TensorSummary]:
-        try:
-            with self.files.opened(_location(record)) as (handle, tf):
-                if tf.legacy:
-                    yield torchfile.legacy_finding(record)
-                    return
-                if read_data:
-                    yield from torchfile.crc_findings(handle, tf, record)
-                    yield from torchfile.summaries(handle, tf, record)
-        except READ_ERRORS as exc:
-            yield torchfile.finding(exc, record)
+    # one checkpoint (state, blob) and its checks: TorchFileReader
 
     # ---- capability: tensors ---------------------------------------------------------------
 
