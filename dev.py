@@ -139,7 +139,8 @@ def drift(rest: list[str]) -> int:
     ensure_debian_packages()
     changed = _versions_against_lock(venv)
     step("newer than constraints.txt: " + (", ".join(changed) if changed else "nothing"))
-    return subprocess.call([str(python_of(venv)), "-m", "pytest", *rest], cwd=ROOT)
+    args = [*SUITE_OPTIONS, *rest] if not _chose_workers(rest) else rest
+    return subprocess.call([str(python_of(venv)), "-m", "pytest", *args], cwd=ROOT)
 
 
 def _versions_against_lock(venv: Path) -> list[str]:
@@ -193,6 +194,17 @@ def _generator_args(folder: Path) -> list[str]:
     return args.read_text().split() if args.exists() else []
 
 
+# Two workers (pytest-xdist), one test file each at a time: most tests wait on a subprocess, a server
+# or a browser, so two files run side by side on two cores; a file's module-scoped servers stay in one
+# worker. The slowest 15 tests are listed at the end.
+SUITE_OPTIONS = ("-n", "2", "--dist", "loadfile", "--durations=15")
+
+
+def _chose_workers(rest: list[str]) -> bool:
+    """The caller picked how to run (``-n``, ``-p no:xdist``, one test by node id): leave it."""
+    return any(a.startswith(("-n", "--numprocesses", "-p")) or "::" in a for a in rest)
+
+
 def main(argv: list[str]) -> int:
     commands = ("ui", "test", "lock", "drift", "fixtures")
     if not argv or argv[0] not in commands:
@@ -208,8 +220,9 @@ def main(argv: list[str]) -> int:
     ensure_venv(EXTRAS[command])
     if command == "test":
         ensure_debian_packages()
-        step("running the test suite (pytest" + (" " + " ".join(rest) if rest else "") + ")")
-        return subprocess.call([str(python_of(VENV)), "-m", "pytest", *rest], cwd=ROOT)
+        args = [*SUITE_OPTIONS, *rest] if not _chose_workers(rest) else rest
+        step("running the test suite (pytest " + " ".join(args) + ")")
+        return subprocess.call([str(python_of(VENV)), "-m", "pytest", *args], cwd=ROOT)
     # the dashboard replaces this process: a signal sent to it (a terminal closed, SIGTERM) stops the dashboard
     ui = [str(VENV / "bin" / "lastgood"), "ui", *sample_stores(), *rest]
     step("starting the dashboard on sample_data/")

@@ -57,7 +57,7 @@ CHILD = r"""
 import json, sqlite3, sys, time
 from pathlib import Path
 from lastgood.index import queries
-from lastgood.recovery import plan as recovery
+from lastgood import recovery
 from lastgood.index.catalog import Catalog
 from lastgood.stores import index_store
 
