@@ -102,7 +102,9 @@ def test_a_link_copied_from_the_timeline_reopens_run_checkpoint_and_namespace(ch
         try:
             other.goto(copied)
             other.get_by_role("heading", name="Checkpoint ").wait_for()
-            settled(other)
+            other.wait_for_function("""() => document.querySelector(
+                '[data-testid="stMain"] input[aria-label="Run"]') !== null""")  # the filters drawn too
+            settled(other, quiet=2.0)
             assert view(other) == shown
             assert query(other) == link  # and the address bar still holds the same view
         finally:
