@@ -62,8 +62,6 @@ SHARED = (LIVE,)  # kept in the URL by every page's write() unless the page sets
 # session-state keys
 _SEEN = "lastgood_link_seen"  # per caller of take(): the URL it last took, or that was written since
 _FRESH = "lastgood_link_fresh"  # per caller: a link that arrived in this run, not written over yet
-_WRITTEN = "lastgood_links_written"  # the URLs this session wrote (newest last): never taken as links
-WRITTEN_KEPT = 32
 
 
 # ---- safe values -------------------------------------------------------------------------
@@ -171,9 +169,6 @@ def take(page: str, names: Iterable[str] = ()) -> dict[str, str]:
         seen[page] = current
         return {}
     if seen.get(page) != current:
-        if current in st.session_state.get(_WRITTEN, []):  # a URL this session wrote, arriving late
-            seen[page] = current  # (a rerun the browser sent before it applied a newer one): no link
-            return {}
         seen[page] = fresh[page] = current
     if fresh.get(page) != current:
         return {}
@@ -214,8 +209,5 @@ def _set(wanted: dict[str, str | list[str]]) -> None:
     for caller in seen:  # every caller has seen what was written: none takes it back
         seen[caller] = as_tuples
     st.session_state[_FRESH] = {}
-    written = st.session_state.setdefault(_WRITTEN, [])
-    if as_tuples not in written:
-        written[:] = [*written[-(WRITTEN_KEPT - 1):], as_tuples]
     if _current() != as_tuples:
         st.query_params.from_dict(wanted)

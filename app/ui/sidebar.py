@@ -28,6 +28,7 @@ from lastgood.ui.stores import STORE_KEY, StoreRef
 # session-state keys
 NEW_URL_KEY = "lastgood_new_url"  # the "Open a store" box (emptied once read)
 PENDING_URL_KEY = "lastgood_pending_url"  # what it held, opened by the next run
+CHOSEN_KEY = "lastgood_store_chosen_here"  # the operator picked or typed a store in this run
 
 NO_STORE = ("No store selected. Add one in the sidebar: a folder, `file://…`, `memory://…`, "
             "`s3://bucket/prefix`, a LangGraph SQLite file or a `postgresql://` DSN.")
@@ -89,7 +90,7 @@ def _draw_picker(slot: Any, urls: list[str]) -> None:
                       help="Any store URL; it is indexed (fast structural check) when added.")
         if not urls:
             return
-        st.selectbox("Store", urls, format_func=display_url, key=STORE_KEY)
+        st.selectbox("Store", urls, format_func=display_url, key=STORE_KEY, on_change=_chosen_here)
         st.button("Re-index", icon=":material/refresh:", help="Read what changed in the store",
                   on_click=_reindex)
 
@@ -100,10 +101,17 @@ def _reindex() -> None:
     stores.clear_query_caches()
 
 
+def _chosen_here() -> None:
+    """The operator picked a store in this run: a URL the browser sent with it names the store shown
+    before (it may not have applied the newest address yet, under load), so it is no link to follow."""
+    st.session_state[CHOSEN_KEY] = True
+
+
 def _queue_new_url() -> None:
     typed = (st.session_state.get(NEW_URL_KEY) or "").strip()
     if typed:
         st.session_state[PENDING_URL_KEY] = typed
+        _chosen_here()
     st.session_state[NEW_URL_KEY] = ""  # never keep a typed DSN (it may hold a password) on screen
 
 
@@ -124,7 +132,8 @@ def _check_after_page(slot: Any, ref: StoreRef) -> None:
 def _take_link() -> None:
     """A link's store and auto-refresh interval, on the run it arrives in."""
     shared = links.take("sidebar", (links.STORE, links.LIVE))
-    if shared.get(links.STORE):
+    chosen_here = st.session_state.pop(CHOSEN_KEY, False)
+    if shared.get(links.STORE) and not chosen_here:
         st.session_state[STORE_KEY] = shared[links.STORE]
     live.take_link(shared.get(links.LIVE))
 
