@@ -52,13 +52,11 @@ from common import (  # noqa: E402
     cache_bytecode,
     fmt_bytes,
     fmt_seconds,
+    load_note,
     machine_info,
-    machine_line,
-    markdown_table,
+    publish_section,
     run_child,
-    text_table,
     wait_for_idle,
-    write_section,
 )
 
 SECTION = "agents"
@@ -445,37 +443,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for home in CACHE.glob("bench-agents-home-*"):
             shutil.rmtree(home, ignore_errors=True)
-    loads = [x["load"] for x in LOG]
-    idles = [x["idle"] for x in LOG if x["idle"] is not None]
-    notes.append(f"Medians of {args.repeat} runs ({args.ui_repeat} rounds in Chromium), each a fresh process, the "
-                 "command exactly as typed (default options). The machine is shared: the 1-minute load average just "
-                 f"before each CLI measurement was {min(loads):.1f}–{max(loads):.1f} (median "
-                 f"{sorted(loads)[len(loads) // 2]:.1f})"
-                 + (f", the idle CPU share {min(idles):.0%}–{max(idles):.0%} (each waited ≤ {IDLE_WAIT:.0f} s for "
-                    "≥ 70 %)" if idles else "") + " on 2 CPUs; wall times on a busy machine run long, CPU time "
-                 "(user+sys of the process and its children) is the fairer view.")
-    headers = ["what", "Lastgood", "anchor (same run)", "ratio", "target", "met?"]
-    title = "Agent-framework stores (issue #30)"
-    subtitle = "100,000-item OpenAI Agents `SQLiteSession` and Google ADK SQLite DBs: `index`, `show`, `ui`."
-    summary = "Targets: " + "; ".join(verdicts) + "."
-    body = "\n\n".join([
-        f"## {title}",
-        subtitle + " Rerun: `python benchmarks/bench_agents.py` (DBs made once from the sample DBs by SQL copies, cached under "
-        "`benchmarks/.cache/agents`; the ui rows need Chromium + Playwright as `bench_ui_open.py` does).",
-        markdown_table(headers, rows), summary, "\n".join(f"- {line}" for line in notes),
-        f"Machine: {machine_line(info_machine)}.",
-    ])
-    print()
-    print(title)
-    print(text_table(headers, [[cell.replace("`", "").replace("**", "") for cell in row] for row in rows]))
-    print()
-    print(summary.replace("`", ""))
-    for line in notes:
-        print(f"- {line}")
-    print(f"(benchmark took {fmt_seconds(time.perf_counter() - started)})", file=sys.stderr)
-    if not args.no_write and len(kinds) == 2:
-        path = write_section(SECTION, body)
-        print(f"wrote section {SECTION!r} of {path}", file=sys.stderr)
+    notes.append(load_note(LOG, f"Medians of {args.repeat} runs ({args.ui_repeat} rounds in Chromium), each a fresh "
+                                "process, the command exactly as typed (default options)", IDLE_WAIT))
+    publish_section(
+        SECTION, title="Agent-framework stores (issue #30)",
+        intro="100,000-item OpenAI Agents `SQLiteSession` and Google ADK SQLite DBs: `index`, `show`, `ui`. Rerun: "
+              "`python benchmarks/bench_agents.py` (DBs made once from the sample DBs by SQL copies, cached under "
+              "`benchmarks/.cache/agents`; the ui rows need Chromium + Playwright as `bench_ui_open.py` does).",
+        headers=["what", "Lastgood", "anchor (same run)", "ratio", "target", "met?"], rows=rows,
+        summary="Targets: " + "; ".join(verdicts) + ".", notes=notes, machine=info_machine, started=started,
+        write=not args.no_write and len(kinds) == 2)
     return 0
 
 

@@ -38,20 +38,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
-    cache_bytecode,
-    ROOT,
     ChildResult,
+    ROOT,
     Samples,
+    cache_bytecode,
     fmt_bytes,
     fmt_seconds,
     machine_info,
-    machine_line,
-    markdown_table,
+    publish_section,
     python_child,
     run_child,
-    text_table,
     wait_for_idle,
-    write_section,
 )
 
 SECTION = "huge-blobs"
@@ -278,26 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     if idle:
         notes.append(f"The machine is shared: idle CPU share just before each measurement was "
                      f"{idle[0]:.0%}–{idle[-1]:.0%}; wall times on a busy machine run long (CPU time is the fairer view).")
-    headers = ["what", "Lastgood", "anchor", "ratio", "target", "met?"]
-    title = f"First `lastgood ls` of a store with huge blobs ({info['checkpoints']} checkpoints × {info['messages']:,} messages)"
-    summary = f"Target ≤ 3 s, listing never waits on decoding: {'met' if ok else 'MISSED'}."
-    body = "\n\n".join([
-        f"## {title}",
-        "Rerun: `python benchmarks/bench_huge_blobs.py`.",
-        markdown_table(headers, rows), summary,
-        "\n".join(f"- {line}" for line in notes),
-        f"Machine: {machine_line(info_machine)}.",
-    ])
-    print()
-    print(title.replace("`", ""))
-    print(text_table(headers, [[c.replace("`", "").replace("**", "") for c in r] for r in rows]))
-    print(summary.replace("`", ""))
-    for line in notes:
-        print(f"- {line}")
-    print(f"(benchmark took {fmt_seconds(time.perf_counter() - started)})", file=sys.stderr)
-    if not args.no_write:
-        path = write_section(SECTION, body)
-        print(f"wrote section {SECTION!r} of {path}", file=sys.stderr)
+    publish_section(
+        SECTION, title=f"First `lastgood ls` of a store with huge blobs ({info['checkpoints']} checkpoints × "
+                       f"{info['messages']:,} messages)",
+        intro="Rerun: `python benchmarks/bench_huge_blobs.py`.",
+        headers=["what", "Lastgood", "anchor", "ratio", "target", "met?"], rows=rows,
+        summary=f"Target ≤ 3 s, listing never waits on decoding: {'met' if ok else 'MISSED'}.", notes=notes,
+        machine=info_machine, started=started, write=not args.no_write)
     return 0
 
 

@@ -55,14 +55,12 @@ from common import (  # noqa: E402
     cache_bytecode,
     fmt_bytes,
     fmt_seconds,
+    load_note,
     machine_info,
-    machine_line,
-    markdown_table,
+    publish_section,
     python_child,
     run_child,
-    text_table,
     wait_for_idle,
-    write_section,
 )
 
 SECTION = "training"
@@ -781,36 +779,16 @@ def main(argv: list[str] | None = None) -> int:
             LOG[:] = old[6] + LOG
         saved.write_bytes(pickle.dumps((info, v, d, s, m, r, LOG, args.repeat, IDLE_WAIT)))
     rows, notes, verdicts = build(v, d, s, m, r, args.repeat)
-    loads = [x["load"] for x in LOG]
-    idles = [x["idle"] for x in LOG if x["idle"] is not None]
-    notes.append(f"Medians of {args.repeat} runs, each a fresh process, the command exactly as typed (default "
-                 "options unless the row names one). The machine is shared: the 1-minute load average just before "
-                 f"each measurement was {min(loads):.1f}–{max(loads):.1f} (median {sorted(loads)[len(loads) // 2]:.1f}) "
-                 + (f"and the idle CPU share {min(idles):.0%}–{max(idles):.0%} (each waited ≤ {IDLE_WAIT:.0f} s for "
-                    "≥ 70 %)" if idles else "") + " on 2 CPUs; wall times on a busy machine run long, CPU time "
-                 "(user+sys of the process and its children) is the fairer view.")
-    headers = ["what", "Lastgood", "anchor (same run)", "ratio", "target", "met?"]
-    title = "Training checkpoints (issue #31)"
-    subtitle = "Verify, tensor diff, stats scan, 1,000-checkpoint listing, peak RSS."
-    summary = "Targets: " + "; ".join(verdicts) + "."
-    body = "\n\n".join([
-        f"## {title}",
-        subtitle + " Rerun: `python benchmarks/bench_training.py` (data ≈ 8.3 GiB, generated once under "
-        "`benchmarks/.cache/training`; modeldelta and weightlens in scratch venvs there).",
-        markdown_table(headers, rows), summary, "\n".join(f"- {line}" for line in notes),
-        f"Machine: {machine_line(info)}.",
-    ])
-    print()
-    print(title)
-    print(text_table(headers, [[c.replace("`", "").replace("**", "") for c in row] for row in rows]))
-    print()
-    print(summary.replace("`", ""))
-    for line in notes:
-        print(f"- {line}")
-    print(f"(benchmark took {fmt_seconds(time.perf_counter() - started)})", file=sys.stderr)
-    if not args.no_write:
-        path = write_section(SECTION, body)
-        print(f"wrote section {SECTION!r} of {path}", file=sys.stderr)
+    notes.append(load_note(LOG, f"Medians of {args.repeat} runs, each a fresh process, the command exactly as typed "
+                                "(default options unless the row names one)", IDLE_WAIT))
+    publish_section(
+        SECTION, title="Training checkpoints (issue #31)",
+        intro="Verify, tensor diff, stats scan, 1,000-checkpoint listing, peak RSS. Rerun: `python "
+              "benchmarks/bench_training.py` (data ≈ 8.3 GiB, generated once under `benchmarks/.cache/training`; "
+              "modeldelta and weightlens in scratch venvs there).",
+        headers=["what", "Lastgood", "anchor (same run)", "ratio", "target", "met?"], rows=rows,
+        summary="Targets: " + "; ".join(verdicts) + ".", notes=notes, machine=info, started=started,
+        write=not args.no_write)
     return 0
 
 

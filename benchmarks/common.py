@@ -333,6 +333,37 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 # ---- docs/benchmarks.md ------------------------------------------------------------
 
+def publish_section(name: str, *, title: str, intro: str, headers: Sequence[str], rows: list[list[str]],
+                    summary: str, notes: Sequence[str], machine: Mapping[str, Any], started: float,
+                    write: bool = True) -> None:
+    """A benchmark's result: its section of docs/benchmarks.md (``## title``, the intro with its rerun
+    command, the table, the verdicts, the notes, the machine) and the same as text on stdout."""
+    body = "\n\n".join([f"## {title}", intro, markdown_table(headers, rows), summary,
+                         "\n".join(f"- {line}" for line in notes), f"Machine: {machine_line(machine)}."])
+    print()
+    print(title.replace("`", ""))
+    print(text_table(headers, [[str(c).replace("`", "").replace("**", "") for c in row] for row in rows]))
+    print()
+    print(summary.replace("`", ""))
+    for line in notes:
+        print(f"- {line}")
+    print(f"(benchmark took {fmt_seconds(time.perf_counter() - started)})", file=sys.stderr)
+    if write:
+        path = write_section(name, body)
+        print(f"wrote section {name!r} of {path}", file=sys.stderr)
+
+
+def load_note(log: Sequence[Mapping[str, Any]], runs: str, idle_wait: float) -> str:
+    """How loaded the machine was around the measurements (``log``: one {load, idle} per measurement)."""
+    loads = [x["load"] for x in log]
+    idles = [x["idle"] for x in log if x["idle"] is not None]
+    return (f"{runs}. The machine is shared: the 1-minute load average just before each measurement was "
+            f"{min(loads):.1f}–{max(loads):.1f} (median {sorted(loads)[len(loads) // 2]:.1f})"
+            + (f", the idle CPU share {min(idles):.0%}–{max(idles):.0%} (each waited ≤ {idle_wait:.0f} s for "
+               "≥ 70 %)" if idles else "") + " on 2 CPUs; wall times on a busy machine run long, CPU time "
+            "(user+sys of the process and its children) is the fairer view.")
+
+
 def write_section(name: str, body: str, path: str | os.PathLike[str] = DOC,
                   intro: str = DOC_INTRO) -> Path:
     """Replace the text between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``.

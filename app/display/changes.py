@@ -171,6 +171,21 @@ def _message(kind: str, index: int, raw: Any, normalize: Normalize | None) -> Me
 # ---- both states as one tree -----------------------------------------------------------------
 
 
+def other_change_groups(changes: list[dict[str, Any]],
+                        messages_path: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+    """The changes not shown message by message (those under ``messages_path``), grouped by their
+    top-level key ("/llm", "(root)"), in the diff's order: the Diff page's and the report's
+    "Other changes"."""
+    prefix = "/" + "/".join(messages_path) + "/" if messages_path else None
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in changes:
+        if prefix and c["path"].startswith(prefix):
+            continue
+        top = "/" + c["path"].split("/")[1] if c["path"] else "(root)"
+        groups.setdefault(top, []).append(c)
+    return groups
+
+
 def tree_rows(state_a: Any, state_b: Any, changes: list[dict[str, Any]], limit: int,
               folded: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], bool]:
     """Both states as one indented tree: a row per key or list item (containers as ``{…} 3 keys`` /

@@ -107,7 +107,7 @@ def _table_names(tree: dict[str, Any], existing: frozenset[str]) -> Iterator[str
     for name in sorted(ctes):
         if name.startswith(HIDDEN_PREFIX) or (name in existing and name not in BY_NAME):
             raise QueryRefused(f"a CTE may not be named {name!r} (a name DuckDB or Lastgood uses)")
-    for node in _walk(tree):
+    for node in walk_parse_tree(tree):
         if not ("sample" in node and "alias" in node and "type" in node) or "class" in node:
             continue  # not a table reference (query nodes have no alias, expressions a class)
         kind = node["type"]
@@ -148,7 +148,7 @@ def _table_function(node: dict[str, Any]) -> None:
 
 
 def _cte_names(tree: dict[str, Any]) -> Iterator[str]:
-    for node in _walk(tree):
+    for node in walk_parse_tree(tree):
         for entry in (node.get("cte_map") or {}).get("map") or []:
             if isinstance(entry, dict) and entry.get("key"):
                 yield str(entry["key"])
@@ -156,7 +156,8 @@ def _cte_names(tree: dict[str, Any]) -> Iterator[str]:
             yield str(node["ctename"])
 
 
-def _walk(root: Any) -> Iterator[dict[str, Any]]:
+def walk_parse_tree(root: Any) -> Iterator[dict[str, Any]]:
+    """Every node (dict) of a ``json_serialize_sql`` tree, depth first (order not guaranteed)."""
     stack = [root]
     while stack:
         node = stack.pop()

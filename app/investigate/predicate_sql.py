@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lastgood.errors import UsageError
+from lastgood.index.sql_guard import walk_parse_tree
 
 PREFIX = "sql:"
 TABLE = "run"
@@ -90,7 +91,7 @@ def _checked_where(tree: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _column_refs(where: dict[str, Any], text: str) -> Iterator[str]:
     """Column names the expression reads; UsageError on a subquery or another table's column."""
-    for node in _walk(where):
+    for node in walk_parse_tree(where):
         if node.get("class") == "SUBQUERY" or "subquery" in node or "from_table" in node:
             raise UsageError(f"--where {text!r}: subqueries are not allowed (only this run's tracked fields)")
         if node.get("class") == "COLUMN_REF":
@@ -98,17 +99,6 @@ def _column_refs(where: dict[str, Any], text: str) -> Iterator[str]:
             if len(names) > 2 or (len(names) == 2 and names[0].lower() != TABLE):
                 raise UsageError(f"--where {text!r}: {'.'.join(names)!r} is not a field of this run")
             yield names[-1]
-
-
-def _walk(root: Any) -> Iterator[dict[str, Any]]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            yield node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
 
 
 # ---------------------------------------------------------------- the projection

@@ -173,7 +173,7 @@ def plan_undo(catalog: Catalog, store: OpenStore, action_id: str, *, force: bool
     """Undo an earlier action: move the head back and invert its marks. The head it moves back to
     is refused as a restore target would be (quarantined or corrupt since: ``force``)."""
     entries = backend(store).journal_entries()
-    original = _find_action(entries, action_id)
+    original = find_action(entries, action_id)
     if original.get("action") == "check-failed":
         raise UsageError(f"{original['id']} records a failed check; there is nothing to undo")
     if original.get("action") == "prune" or (original.get("note") or {}).get("retention"):
@@ -258,7 +258,7 @@ def _refuse_undone(entries: list[dict[str, Any]], action_id: str) -> None:
         raise UsageError(f"{action_id} was already undone by {undone_by}; undo {undone_by} to bring it back")
 
 
-def _find_action(entries: list[dict[str, Any]], action_id: str) -> dict[str, Any]:
+def find_action(entries: list[dict[str, Any]], action_id: str) -> dict[str, Any]:
     found = [e for e in entries if str(e.get("id") or "").startswith(action_id)]
     if not found:
         raise CheckpointNotFound(f"no journal entry matches {action_id!r}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lastgood.display.changes import other_change_groups
 from lastgood.investigate.diff import preview
 from lastgood.investigate.stateview import tool_call
 from lastgood.report.html import cards, esc, note, shown_checkpoint, shown_id, table
@@ -139,13 +140,7 @@ def _cut(text: str) -> str:
 
 
 def _other_changes(view: DiffView) -> str:
-    prefix = "/" + "/".join(view.messages_path) if view.messages_path else None
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for c in view.result["changes"]:
-        if prefix and c["path"].startswith(prefix + "/"):  # shown message by message above
-            continue
-        top = "/" + c["path"].split("/")[1] if c["path"] else "(root)"
-        groups.setdefault(top, []).append(c)
+    groups = other_change_groups(view.result["changes"], view.messages_path)  # messages: shown above
     if not groups:
         return ""
     out, budget = ["<h3>Other changes</h3>"], MAX_CHANGES

@@ -18,6 +18,7 @@ from lastgood.errors import CheckpointNotFound, ConflictError, UsageError
 from lastgood.index.catalog import Catalog
 from lastgood.index.store import OpenStore
 from lastgood.readers import journal as jr
+from lastgood.recovery.plan import find_action
 from lastgood.retention.plan import PrunePlan, journal_entries, retention_backend
 
 
@@ -107,14 +108,14 @@ class UndoPrunePlan:
 def is_prune(store: OpenStore, action_id: str) -> bool:
     """Does ``action_id`` (or a unique prefix) name a prune in the store's journal?"""
     try:
-        return _find(journal_entries(store), action_id).get("action") == "prune"
+        return find_action(journal_entries(store), action_id).get("action") == "prune"
     except (CheckpointNotFound, UsageError):
         return False
 
 
 def plan_undo_prune(catalog: Catalog, store: OpenStore, action_id: str, *, force: bool = False) -> UndoPrunePlan:
     entries = journal_entries(store)
-    original = _find(entries, action_id)
+    original = find_action(entries, action_id)
     if original.get("action") != "prune":
         raise UsageError(f"{original.get('id')} is a {original.get('action')}, not a prune")
     undone = {str(e["undo_of"]): str(e["id"]) for e in entries if e.get("action") == "undo" and e.get("undo_of")}
@@ -147,10 +148,3 @@ def apply_undo_prune(catalog: Catalog, store: OpenStore, plan: UndoPrunePlan, *,
                        undo_of=str(plan.original["id"]))
 
 
-def _find(entries: list[dict[str, Any]], action_id: str) -> dict[str, Any]:
-    found = [e for e in entries if str(e.get("id") or "").startswith(action_id)]
-    if not found:
-        raise CheckpointNotFound(f"no journal entry matches {action_id!r}")
-    if len({e["id"] for e in found}) > 1:
-        raise UsageError(f"{action_id!r} matches several journal entries: give more characters")
-    return found[0]

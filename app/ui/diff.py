@@ -396,13 +396,7 @@ def _render_unchanged(group: shown_changes.Unchanged) -> None:
 def render_change_tree(view: DiffView) -> None:
     """The other changes, one collapsible group per top-level key: the kind in words, the path, A's
     and B's values, the difference of numbers."""
-    prefix = "/" + "/".join(view.messages_path) if view.messages_path else None
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for c in view.result["changes"]:
-        if prefix and c["path"].startswith(prefix + "/"):  # shown message by message above
-            continue
-        top = "/" + c["path"].split("/")[1] if c["path"] else "(root)"
-        groups.setdefault(top, []).append(c)
+    groups = shown_changes.other_change_groups(view.result["changes"], view.messages_path)  # messages: above
     if not groups:
         return
     st.markdown("**Other changes**", help=shown_changes.kinds_legend())
