@@ -6,6 +6,7 @@ from lastgood import ui
 from lastgood.ui import storage
 
 st.title("Storage")
+storage.take_link()  # a link's tab (?tab=by-run): before the page draws
 ref = ui.store_picker()
 if ref is None:
     ui.stop()
@@ -22,6 +23,7 @@ st.subheader("Growth")
 storage.render_growth(report)
 st.subheader("Where the bytes are")
 storage.render_breakdown(report)
+storage.write_link(ref)  # the address bar follows the tab
 st.subheader("Stale runs")
 storage.render_stale(report)
 

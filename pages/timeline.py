@@ -8,7 +8,7 @@ from lastgood.ui.checkpoint import render_checkpoint
 
 st.title("Timeline")
 ui.remember(*timeline.REMEMBERED)  # back from another page: as left
-timeline.take_link()  # a link's whole view (?store=…&run=…&checkpoint=…&axis=…): every view is a link
+timeline.take_link()  # a link's whole view (?store=…&run=…&checkpoint=…&axis=…&tab=…): every view is a link
 ref = ui.store_picker()
 if ref is None:
     ui.stop()

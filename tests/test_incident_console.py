@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def settled(page: Any, quiet: float = 1.5) -> None:
 
 def view(page: Any) -> dict[str, Any]:
     """What a page shows as selected: its title and headings, every picker's and filter's value,
-    the pressed buttons of segmented controls, the metrics."""
+    the pressed buttons of segmented controls, the metrics, the tab shown of each group of tabs."""
     return page.evaluate("""() => {
         const text = sel => [...document.querySelectorAll(sel)].map(e => e.innerText.trim());
         return {
@@ -94,6 +95,7 @@ def view(page: Any) -> dict[str, Any]:
           pressed: [...document.querySelectorAll('[data-testid="stButtonGroup"] button[aria-checked="true"], '
                      + '[data-testid="stButtonGroup"] button[kind*="Active"]')].map(e => e.innerText.trim()),
           metrics: text('[data-testid="stMetricValue"]'),
+          tabs: text('[data-testid="stMain"] [data-testid="stTab"][aria-selected="true"]'),
           alerts: text('[data-testid="stMain"] [data-testid="stAlertContainer"]'),
         };
     }""")
@@ -177,7 +179,7 @@ def test_a_link_copied_from_every_page_reopens_the_same_view(chromium_browser, s
         expected = view(page)
         assert reopened(chromium_browser, page.url, expected) == expected
 
-        # Timeline: a run found by search, a checkpoint of it selected, the step axis
+        # Timeline: a run found by search, a checkpoint of it selected, the step axis, a tab of its view
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="Timeline").click()
         page.get_by_role("heading", name="Timeline").wait_for()
         page.get_by_placeholder("run id, checkpoint id or prefix").fill("source=fork")
@@ -186,10 +188,15 @@ def test_a_link_copied_from_every_page_reopens_the_same_view(chromium_browser, s
         page.get_by_role("heading", name="Checkpoint ").wait_for()
         page.get_by_role("radiogroup", name="Axis").get_by_role("radio", name="step").click()
         settled(page)
+        page.get_by_role("tab", name=re.compile(r"^Pending writes \(\d+\)$")).click()
+        page.wait_for_url(re.compile(r"[?&]tab=writes(&|$)"))
+        settled(page)
         query = parse_qs(urlparse(page.url).query)
         assert query["run"] == ["research-fork-001"] and query["axis"] == ["step"] and query["checkpoint"]
+        assert query["tab"] == ["writes"]
         timeline = view(page)
         assert any(h.startswith("Checkpoint ") for h in timeline["headings"])
+        assert [t.split(" (")[0] for t in timeline["tabs"]] == ["Pending writes"]  # reopened: the same tab shown
         assert reopened(chromium_browser, page.url, timeline) == timeline
 
         # Diff: the selected checkpoint against its parent

@@ -1,5 +1,6 @@
 """One checkpoint, as the Timeline shows it: metadata, findings, events, pending writes, links to
-act on it or compare it, and its (redacted) state — chat messages as a conversation, then the tree."""
+act on it or compare it, and its (redacted) state — chat messages as a conversation, then the tree.
+The tab shown is part of the Timeline's link (``tab=findings``; lastgood.ui.tabs)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from lastgood.investigate.stateview import (
     without_path,
 )
 from lastgood.ui import stores
+from lastgood.ui import tabs as ui_tabs
 from lastgood.ui.escape import code, literal_lines, md_escape
 from lastgood.ui.navigation import page_path
 from lastgood.ui.stores import StoreRef
@@ -94,8 +96,10 @@ def _render_tabs(result: dict[str, Any], normalize: Normalize | None = None) -> 
     if "tensors" in result:  # a training checkpoint (its reader lists tensors)
         _render_training_tabs(result)
         return
-    tabs = st.tabs(["State", f"Findings ({len(result['findings'])})", f"Events ({len(result['events'])})",
-                    f"Pending writes ({len(result['pending_writes'])})", "Metadata"])
+    tabs = ui_tabs.linked_tabs(ui_tabs.CHECKPOINT, [
+        ("state", "State"), ("findings", f"Findings ({len(result['findings'])})"),
+        ("events", f"Events ({len(result['events'])})"),
+        ("writes", f"Pending writes ({len(result['pending_writes'])})"), ("metadata", "Metadata")])
     with tabs[0]:
         if result.get("state_error"):
             st.warning(f"The state cannot be shown: {md_escape(str(result['state_error']))}")
@@ -120,8 +124,10 @@ def _render_training_tabs(result: dict[str, Any]) -> None:
 
     state = result.get("state") if isinstance(result.get("state"), dict) else {}
     trainer = state.get("trainer_state")
-    tabs = st.tabs([f"Tensors ({len(result['tensors'])})", "Files", "Trainer state" if trainer else "Training state",
-                    "Metadata", f"Findings ({len(result['findings'])})", f"Events ({len(result['events'])})"])
+    tabs = ui_tabs.linked_tabs(ui_tabs.CHECKPOINT, [
+        ("tensors", f"Tensors ({len(result['tensors'])})"), ("files", "Files"),
+        ("state", "Trainer state" if trainer else "Training state"), ("metadata", "Metadata"),
+        ("findings", f"Findings ({len(result['findings'])})"), ("events", f"Events ({len(result['events'])})")])
     with tabs[0]:
         _render_tensors(result["tensors"])
     with tabs[1]:

@@ -18,6 +18,8 @@ The API, for every page's UI module:
   and before ``ui.store_picker()``;
 - ``write(page, params)``: the page's whole state into the URL (empty values dropped; written only
   when it changed), on every run once its widgets are drawn;
+- ``not_a_link()``: a widget's ``on_change`` callback saying the URL its rerun brought is no link
+  (lastgood.ui.tabs' clicks: the browser may not have applied the newest address yet);
 - ``merge(params)``: a few parameters set, the rest kept (the sidebar puts ``store`` and ``live``
   into every page's URL at the end of each run: a page need not write them);
 - ``values(name)`` / ``value(name)``: a multi-valued / single parameter of the current URL;
@@ -51,7 +53,7 @@ STATUS = "status"  # a filter: statuses (multi-valued)
 SINCE, UNTIL = "from", "to"  # a filter: a time range (ISO dates or times, UTC)
 SEARCH = "q"  # the search box
 AXIS = "axis"  # the Timeline's x axis: time | step
-TAB = "tab"
+TAB = "tab"  # the selected tab (a slug: findings, journal, by-run…; lastgood.ui.tabs)
 A, B, STORE_B = "a", "b", "store_b"  # the Diff page's pair (store_b: B in another store)
 ACTION, TARGET, UNDO = "action", "target", "undo"  # the Recovery page's plan
 SEVERITY, CHECK, DEPTH = "severity", "check", "depth"  # the Integrity page's filters
@@ -174,6 +176,19 @@ def take(page: str, names: Iterable[str] = ()) -> dict[str, str]:
         return {}
     wanted = set(names)
     return {k: v[-1] for k, v in current.items() if v and (not wanted or k in wanted)}
+
+
+def not_a_link() -> None:
+    """A widget's callback (``on_change``): the operator acted on the page, so the address this
+    rerun brought is no link to follow. It is the one the browser showed when clicked — under load
+    not yet the newest the session wrote (a tab clicked before the URL of the previous click
+    arrived): taken, it would put the previous view back. Every caller of :func:`take` has seen it;
+    the page's :func:`write` puts its state back in the URL at the end of the run."""
+    current = _current()
+    seen = st.session_state.setdefault(_SEEN, {})
+    for caller in seen:
+        seen[caller] = current
+    st.session_state[_FRESH] = {}
 
 
 def write(page: str, params: Mapping[str, Any]) -> None:

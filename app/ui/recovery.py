@@ -26,7 +26,7 @@ from lastgood.integrity import health
 from lastgood.readers.base import Status
 from lastgood.redact import redact_text
 from lastgood.stores import OpenStore, open_store
-from lastgood.ui import links, stores
+from lastgood.ui import links, stores, tabs
 from lastgood.ui.escape import code, md_escape
 from lastgood.ui.navigation import page_path
 from lastgood.ui.stores import STORE_KEY, StoreRef, runs_frame
@@ -66,6 +66,7 @@ MEANING = {
     "undo": "**Undo** reverses an earlier action: the head moves back and its marks are lifted (journaled too).",
 }
 NEEDS_TARGET = ("restore", "rollback", "quarantine", "release")
+TABS = (("action", "Action"), ("journal", "Journal"))  # (the link's tab=…, the label)
 REFUSED = tuple(str(s) for s in recovery.REFUSED_WITHOUT_FORCE)  # quarantined, corrupt: restored only overridden
 READ_ONLY = ("Read-only: previews work, applying needs `lastgood ui --allow-write` "
              "(or LASTGOOD_ALLOW_WRITE=1).")
@@ -138,9 +139,10 @@ def _real_run(ref: StoreRef, run: str) -> str:
 def take_link() -> None:
     """``?action=…&run=…&target=…`` (Overview, Timeline, Integrity, Diff) preselect the form once, then
     preview. A secret-shaped run travels by its handle (lastgood.ui.links)."""
-    params = links.take("recovery", [links.STORE, links.ACTION, links.RUN, links.TARGET, links.UNDO])
+    params = links.take("recovery", [links.STORE, links.ACTION, links.RUN, links.TARGET, links.UNDO, links.TAB])
     if not params:
         return
+    tabs.take(tabs.RECOVERY, params.get(links.TAB))
     if params.get(links.STORE):  # the link's store, never the one last picked: the target is one of its checkpoints
         st.session_state[STORE_KEY] = params[links.STORE]
     if params.get(links.ACTION) in ACTIONS:
@@ -164,7 +166,8 @@ def write_link(ref: StoreRef) -> None:
     links.write("recovery", {links.STORE: ref.url, links.ACTION: action,
                              links.RUN: state.get(RUN_KEY) if action != "undo" else None,
                              links.TARGET: state.get(TARGET_KEY) if action in NEEDS_TARGET else None,
-                             links.UNDO: state.get(UNDO_KEY) if action == "undo" else None})
+                             links.UNDO: state.get(UNDO_KEY) if action == "undo" else None,
+                             links.TAB: tabs.selected(tabs.RECOVERY)})
 
 
 def recovery_links(ref: StoreRef, checkpoint: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ checkpoints; stale runs) and are redacted before they are drawn. The policy form
 :func:`lastgood.retention.plan_prune` (a dry run: nothing is written) per run; with ``lastgood ui
 --allow-write`` the preview can be applied — reason, then a confirmation dialog driven by session
 state (as on the Recovery page), then the archive-before-delete prune — and undone from its result.
-Saving the policy for the store is a journaled write too.
+Saving the policy for the store is a journaled write too. The page's link names its store and the
+breakdown's tab (``?tab=by-run``: lastgood.ui.tabs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from lastgood.display.numbers import plural, short_id
 from lastgood.errors import LastgoodError
 from lastgood.redact import redact, redact_text
 from lastgood.stores import OpenStore, open_store
-from lastgood.ui import stores
+from lastgood.ui import links, stores, tabs
 from lastgood.ui.escape import code, md_escape
 from lastgood.ui.recovery import READ_ONLY, operator
 from lastgood.ui.stores import StoreRef
@@ -77,6 +78,21 @@ def _frame(records: list[dict[str, Any]]) -> pd.DataFrame:
         if column in frame:
             frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame
+
+
+# ---- the link: the store and the breakdown's tab ---------------------------------------------------
+
+
+def take_link() -> None:
+    """A link's tab (``?tab=by-run``), on the run it arrives in: before the page draws."""
+    params = links.take("storage")
+    if params:
+        tabs.take(tabs.STORAGE, params.get(links.TAB))
+
+
+def write_link(ref: StoreRef) -> None:
+    """The store and the breakdown's tab in the URL."""
+    links.write("storage", {links.STORE: ref.url, links.TAB: tabs.selected(tabs.STORAGE)})
 
 
 # ---- what it is costing ----------------------------------------------------------------------
@@ -142,7 +158,9 @@ def render_growth(report: dict[str, Any]) -> None:
 
 def render_breakdown(report: dict[str, Any]) -> None:
     """Agents, runs, tables and channels, largest checkpoints."""
-    agents, runs, parts, largest = st.tabs(["By agent", "By run", "By table and channel", "Largest checkpoints"])
+    agents, runs, parts, largest = tabs.linked_tabs(tabs.STORAGE, [
+        ("by-agent", "By agent"), ("by-run", "By run"), ("by-table", "By table and channel"),
+        ("largest", "Largest checkpoints")])
     with agents:
         show_table(redact_frame(_frame(report["agents"])), ["agent", "runs", "checkpoints", "size_bytes"],
                    empty="No checkpoints.", key="sg_agents")

@@ -23,7 +23,7 @@ import streamlit as st
 from lastgood.display.figures import ALL_RUNS, run_labels, selected_checkpoint, timeline_placeholder
 from lastgood.display.lanes import STEP, TIME, LanesData, lane_choices, lanes_figure
 from lastgood.index.queries import is_handle
-from lastgood.ui import lanes, links, report_button, search
+from lastgood.ui import lanes, links, report_button, search, tabs
 from lastgood.ui.escape import code
 from lastgood.ui.lanes import MAX_LANES, MAX_POINTS, STATUSES, Filters
 from lastgood.ui.navigation import page_path
@@ -84,6 +84,7 @@ def take_link() -> None:
         SINCE: _date(params.get(links.SINCE)), UNTIL: _date(params.get(links.UNTIL)),
         AXIS: params.get(links.AXIS) if params.get(links.AXIS) in AXES else TIME,
         search.SEARCH: params.get(links.SEARCH, ""), CHECKPOINT: None, TYPED_REF: "", FOCUS: None})
+    tabs.take(tabs.CHECKPOINT, params.get(links.TAB))
     checkpoint, namespace = params.get(links.KEY) or params.get(links.CHECKPOINT), params.get(links.NAMESPACE, "")
     if checkpoint:
         st.session_state[PENDING] = {"checkpoint_id": checkpoint, "namespace": namespace,
@@ -104,7 +105,8 @@ def write_link(ref: StoreRef, scope: Scope, selection: Selection, target: str | 
         links.STORE: ref.url, links.AGENT: scope.filters.agent, links.RUN: scope.run_id,
         links.STATUS: list(scope.filters.statuses), links.SINCE: since.isoformat() if since else None,
         links.UNTIL: until.isoformat() if until else None, links.AXIS: scope.axis if scope.axis != TIME else None,
-        links.SEARCH: searched, **_selection_params(selection, target)})
+        links.SEARCH: searched, **_selection_params(selection, target),
+        links.TAB: tabs.selected(tabs.CHECKPOINT) if target else None})
     report_button.render(ref, run=scope.run_id)  # "Download report": this run's (or every run's) HTML report
 
 
