@@ -35,6 +35,7 @@ from lastgood.readers.modelfiles.checks import Problem
 from lastgood.readers.modelfiles.folderreader import TORCH_SUFFIXES, Parts, RunFolderReader
 from lastgood.readers.modelfiles.fsio import DIR, FILE, Folder, as_datetime, join
 from lastgood.readers.modelfiles.plaindata import plain
+from lastgood.readers.modelfiles.threads import in_order
 from lastgood.readers.modelfiles.weights import weights_named
 from lastgood.readers.tensors.errors import TensorsError, UnsafeGlobal
 
@@ -87,8 +88,17 @@ class HfTrainerReader(RunFolderReader[Run]):
         parents = layout.parents(run)
         stamps = (before or {}).get("stamps") or {}
         touched = {before.get("best"), best} if before is not None and before.get("best") != best else set()
-        return [self._record(run, c, parents.get(c.checkpoint_id), best) for c in run.checkpoints
-                if before is None or stamps.get(c.checkpoint_id) != _stamp(c) or c.checkpoint_id in touched]
+        listed = [c for c in run.checkpoints
+                  if before is None or stamps.get(c.checkpoint_id) != _stamp(c) or c.checkpoint_id in touched]
+        self._read_states(listed)
+        return [self._record(run, c, parents.get(c.checkpoint_id), best) for c in listed]
+
+    def _read_states(self, found: list[Found]) -> None:
+        """The trainer states of ``found`` read ``read_threads()`` at a time (an object store: one
+        request each, in flight together), kept for the records."""
+        if self.read_threads() > 1:
+            for _state in in_order(self._state_or_none, found, self.read_threads()):
+                pass
 
     def _record(self, run: Run, c: Found, parent: str | None, best: str | None) -> CheckpointRecord:
         state = self._state_or_none(c)
@@ -134,15 +144,15 @@ class HfTrainerReader(RunFolderReader[Run]):
         if entry is None:
             raise DecodeError(f"{c.rel}: no {STATE}: the save did not finish", Check.INCOMPLETE)
         key = (join(c.rel, STATE), entry.size, entry.mtime)
-        if key not in self._states:
+        value = self._states.get(key)
+        if value is None:
             try:
-                value: Any = ts.last_step_only(self._read_state(key[0], entry.size, partial=True))
+                value = ts.last_step_only(self._read_state(key[0], entry.size, partial=True))
             except DecodeError as exc:
                 value = exc
             if len(self._states) > STATE_CACHE:
                 self._states.clear()
             self._states[key] = value
-        value = self._states[key]
         if isinstance(value, DecodeError):
             raise value
         return value

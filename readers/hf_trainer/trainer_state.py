@@ -151,9 +151,12 @@ def _number(value: Any) -> bool:
 PARTIAL_MIN_BYTES = 64 * 1024  # smaller files are parsed whole
 HEAD_BYTES = 16 * 1024
 TAIL_BYTES = 64 * 1024
+FIRST_HEAD_BYTES = 4 * 1024  # each end is first read this short (a save's keys, its newest entries) …
+FIRST_TAIL_BYTES = 8 * 1024  # … and again at full length only when what is needed is not in it
 _HISTORY_START = '\n  "log_history": ['
 _HISTORY_END = '\n  ],\n  "'
 _ENTRY = "\n    {\n"
+_ENTRY_TWICE = "\n    {\n    {\n"  # two openings sharing a newline (never in a valid file)
 DIGEST_ENTRIES = 16  # the newest log entries kept (a step logs one to three)
 
 
@@ -162,12 +165,16 @@ def digest(read_range: Callable[[int, int], bytes], size: int) -> dict[str, Any]
     newest entries (those of the last steps, in the file's last 64 KiB). Trainer writes the file with
     ``indent=2, sort_keys=True`` (``TrainerState.save_to_json``): the keys before
     ``log_history`` are in the first bytes, the ones after it and the newest entries in the last
-    ones. None when the file does not have that shape (the caller parses it whole)."""
+    ones. None when the file does not have that shape (the caller parses it whole).
+
+    Each end is read short first (4 KiB, 8 KiB) and whole (16 KiB, 64 KiB) only when the short
+    read lacks what the whole one is used for — the history's opening, or its end and more entries
+    than are kept — so the answer is the one the whole windows give (see :func:`_tail`)."""
     if size < PARTIAL_MIN_BYTES:
         return None
-    head = read_range(0, HEAD_BYTES).decode("utf-8", "replace")
-    tail = read_range(size - TAIL_BYTES, TAIL_BYTES).decode("utf-8", "replace")
-    start, end = head.find(_HISTORY_START), tail.rfind(_HISTORY_END)
+    head = _head(read_range)
+    tail, end = _tail(read_range, size)
+    start = head.find(_HISTORY_START)
     if not head.startswith("{") or start < 0 or end < 0:
         return None
     try:
@@ -181,3 +188,26 @@ def digest(read_range: Callable[[int, int], bytes], size: int) -> dict[str, Any]
             or not all(isinstance(e, dict) for e in entries):
         return None
     return {**before, **after, "log_history": entries, "log_history_cut": True}
+
+
+def _head(read_range: Callable[[int, int], bytes]) -> str:
+    """The file's first bytes as text, far enough to hold the history's opening when the first
+    16 KiB do (the first occurrence of an ASCII marker in a prefix is the same as in the whole)."""
+    head = read_range(0, FIRST_HEAD_BYTES).decode("utf-8", "replace")
+    return head if _HISTORY_START in head else read_range(0, HEAD_BYTES).decode("utf-8", "replace")
+
+
+def _tail(read_range: Callable[[int, int], bytes], size: int) -> tuple[str, int]:
+    """The file's last bytes as text, and where the history's end is in them (-1: not there).
+
+    A short tail stands for the 64 KiB one when it holds the history's end (the last occurrence:
+    the same one) and more entry openings before it than are kept: the pieces after the first
+    opening it finds are the whole window's pieces (a scan for the opening from another start
+    falls in step at the next one unless two openings overlap: then the whole window is read), so the
+    newest ``DIGEST_ENTRIES`` of them are the same."""
+    short = read_range(size - FIRST_TAIL_BYTES, FIRST_TAIL_BYTES).decode("utf-8", "replace")
+    end = short.rfind(_HISTORY_END)
+    if end >= 0 and short.count(_ENTRY, 0, end) > DIGEST_ENTRIES and _ENTRY_TWICE not in short:
+        return short, end
+    tail = read_range(size - TAIL_BYTES, TAIL_BYTES).decode("utf-8", "replace")
+    return tail, tail.rfind(_HISTORY_END)

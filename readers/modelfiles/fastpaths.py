@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lastgood.readers.tensors.dtypes import SAFETENSORS_DTYPES
+from lastgood.readers.tensors.errors import SafetensorsError
 from lastgood.readers.tensors.pickle_walk import Limits, check_globals
 from lastgood.readers.tensors.safetensors import MAX_HEADER_SIZE, N_LEN, SafetensorsHeader, TensorEntry, parse_header
 
@@ -27,6 +28,9 @@ _FIELDS = frozenset({"dtype", "shape", "data_offsets"})
 # each is quoted once per tensor in a plain header: another count means a duplicate somewhere
 _FIELD_KEYS = (b'"dtype"', b'"shape"', b'"data_offsets"')
 _NEGATIVE = re.compile(rb"[\[,:]\s*-")  # a negative number (or such text in a name: the exact path)
+MAX_MEMO_HEADER = 1 << 20  # headers up to this size are remembered by their bytes …
+MAX_MEMO_ENTRIES = 256  # … this many (then forgotten at once)
+HeaderMemo = dict[tuple[int, bytes], "SafetensorsHeader | SafetensorsError"]
 
 
 class _Reject(Exception):
@@ -36,9 +40,10 @@ class _Reject(Exception):
 # ---- safetensors headers ------------------------------------------------------------------
 
 
-def read_header(read_range: ReadRange, file_size: int) -> SafetensorsHeader:
+def read_header(read_range: ReadRange, file_size: int, seen: HeaderMemo | None = None) -> SafetensorsHeader:
     """``parse_header``'s result (or its ``SafetensorsError``), reading the same two ranges:
-    the 8-byte length, then the JSON."""
+    the 8-byte length, then the JSON. ``seen``: verdicts by (file size, header bytes) — the
+    checkpoints of a run repeat one header, and the verdict depends on nothing else."""
     if file_size < N_LEN:
         return parse_header(read_range, file_size)
     first = bytes(read_range(0, N_LEN))
@@ -46,6 +51,24 @@ def read_header(read_range: ReadRange, file_size: int) -> SafetensorsHeader:
     if n < 0 or n > MAX_HEADER_SIZE or N_LEN + n > file_size:
         return parse_header(_served(read_range, first), file_size)
     raw = bytes(read_range(N_LEN, n))
+    if seen is None or len(raw) != n or n > MAX_MEMO_HEADER:
+        return _judge(read_range, first, raw, n, file_size)
+    key = (file_size, raw)
+    verdict = seen.get(key)
+    if verdict is None:
+        try:
+            verdict = _judge(read_range, first, raw, n, file_size)
+        except SafetensorsError as exc:
+            verdict = exc
+        if len(seen) >= MAX_MEMO_ENTRIES:
+            seen.clear()
+        seen[key] = verdict
+    if isinstance(verdict, SafetensorsError):
+        raise verdict
+    return verdict
+
+
+def _judge(read_range: ReadRange, first: bytes, raw: bytes, n: int, file_size: int) -> SafetensorsHeader:
     fast = _plain_header(n, raw, file_size) if len(raw) == n else None
     return fast if fast is not None else parse_header(_served(read_range, first + raw), file_size)
 

@@ -28,12 +28,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, LastgoodError, ReaderError
 from lastgood.readers.base import (CheckpointRecord, Finding, HeadRecord, Reader, Scan, TensorEntry, TensorSummary,
-                                   backend_named, checkpoints_table)
+                                   backend_named)
 from lastgood.readers.modelfiles import checks
 from lastgood.readers.modelfiles.checks import Problem
 from lastgood.readers.modelfiles.datascan import FileScan, TensorScan, scan_file
 from lastgood.readers.modelfiles.fsio import FILE, Entry, Folder, join
+from lastgood.readers.modelfiles.listing import records_table
 from lastgood.readers.modelfiles.sums import recorded_sha256
+from lastgood.readers.modelfiles.threads import LOCAL_THREADS, REMOTE_THREADS, in_order
 from lastgood.readers.modelfiles.weights import ModelFiles, Weights, reason
 from lastgood.readers.tensors import dtypes
 from lastgood.readers.tensors.errors import TensorsError
@@ -47,6 +49,7 @@ NORM_JUMP_FACTOR = 10.0  # a tensor whose norm grows or shrinks this much since 
 NORM_FLOOR = 1e-6
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 TORCH_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+NO_STEP = 2**63 - 1  # a checkpoint without a step sorts after every step of its run
 
 
 @dataclass(frozen=True)
@@ -311,6 +314,7 @@ class RunFolderReader(FolderReader, Generic[RunT]):
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
         self._runs: dict[str, RunT] | None = None
+        self._listed: tuple[str, Sequence[CheckpointRecord]] | None = None  # the last full listing
 
     @classmethod
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
@@ -347,8 +351,55 @@ class RunFolderReader(FolderReader, Generic[RunT]):
 
     def listed(self, token: str, full: bool, records: Sequence[CheckpointRecord], findings: list[Finding],
                heads: list[HeadRecord]) -> Scan:
-        return Scan(token=token, full=full, checkpoints=iter([checkpoints_table(records)] if records else []),
+        """The scan of ``records``; a full listing is kept for :meth:`listed_structure`."""
+        self._listed = (token, records) if full else None
+        return Scan(token=token, full=full, checkpoints=iter([records_table(records)] if records else []),
                     findings=findings, heads=heads)
+
+    def listed_structure(self, token: str | None) -> tuple[int, list[Finding]] | None:
+        """(checkpoints, structure findings) of the last full listing when ``token`` is its token:
+        the checks :meth:`check_checkpoints` makes, on the records the scan built (verification
+        reads no rows back from the index for them). None: no such listing, or a check raised
+        (verification then checks as usual, which decides what that error means)."""
+        listed, self._listed = self._listed, None
+        if listed is None or listed[0] != token:
+            return None
+        records = sorted(listed[1], key=_step_order)
+        try:
+            found = [f for answer in self._structure_all(records) for f in answer]
+        except Exception:  # noqa: BLE001 - see above
+            return None
+        return len(records), found
+
+    def check_checkpoints(self, records: Iterable[CheckpointRecord], read_data: bool = False
+                          ) -> Iterator[Finding | TensorSummary]:
+        """As :meth:`FolderReader.check_checkpoints`; at structure depth the checkpoints of an object
+        store are read ``read_threads()`` at a time (findings in the records' order)."""
+        if read_data:
+            yield from super().check_checkpoints(records, read_data)
+            return
+        yield from (f for found in self._structure_all(records) for f in found)
+
+    def _structure_all(self, records: Iterable[CheckpointRecord]) -> Iterator[list[Finding]]:
+        threads = self.read_threads()
+        if threads > 1:
+            try:
+                self.runs()  # listed once here, not by each thread
+            except (LastgoodError, OSError):
+                pass  # each checkpoint's check says what cannot be read
+        return in_order(self.structure_findings, records, threads)
+
+    def structure_findings(self, record: CheckpointRecord) -> list[Finding]:
+        return [f for f in self._check_one(record, False) if isinstance(f, Finding)]
+
+    def read_threads(self) -> int:
+        """Checkpoints read at once: many on an object store (each read waits on a request)."""
+        return LOCAL_THREADS if self.folder.local else REMOTE_THREADS
+
+
+def _step_order(record: CheckpointRecord) -> tuple[str, str, int, str]:
+    """Verification's order of checkpoints (app.integrity.verify's ``KEY_ORDER``)."""
+    return record.run_id, record.namespace, record.step if record.step is not None else NO_STEP, record.checkpoint_id
 
 
 def _main(parts: Parts) -> str | None:

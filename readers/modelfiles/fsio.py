@@ -9,10 +9,12 @@ ranged ``cat_file`` calls, so a header costs two small GETs and never the tensor
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import posixpath
 import stat
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +50,7 @@ class Folder:
         self.root_real = real_root(self.fs, self.root)
         self._dirs: dict[str, dict[str, Entry]] = {}
         self._walked = False
+        self._lock = threading.RLock()  # listings filled by several reading threads (object stores)
 
     @property
     def name(self) -> str:
@@ -59,21 +62,26 @@ class Folder:
 
     def forget(self) -> None:
         """Drop cached listings (a new scan sees the folder as it is now)."""
-        self._dirs.clear()
-        self._walked = False
+        with self._lock:
+            self._dirs.clear()
+            self._walked = False
 
     # ---- listings ---------------------------------------------------------------------
 
     def listdir(self, rel: str = "") -> dict[str, Entry]:
         """``{name: Entry}`` of a folder ({} when it is not there)."""
         found = self._dirs.get(rel)
-        if found is None:
-            if not self.local and not self._walked:
-                self.walk()
-                found = self._dirs.get(rel)
+        if found is not None:
+            return found
+        with self._lock:  # a thread that finds a walk under way waits for it, never caches a gap
+            found = self._dirs.get(rel)
             if found is None:
-                found = self._local_list(rel) if self.local else {}
-            self._dirs[rel] = found
+                if not self.local and not self._walked:
+                    self.walk()
+                    found = self._dirs.get(rel)
+                if found is None:
+                    found = self._local_list(rel) if self.local else {}
+                self._dirs[rel] = found
         return found
 
     def entry(self, rel: str) -> Entry | None:
@@ -92,6 +100,10 @@ class Folder:
 
     def walk(self) -> None:
         """An object store: list everything under the root at once (fsspec ``find``)."""
+        with self._lock:
+            self._walk()
+
+    def _walk(self) -> None:
         self._walked = True
         try:
             infos = self.fs.find(self.root, withdirs=True, detail=True)
@@ -158,34 +170,41 @@ class RangeFile:
 
 class LocalFile(RangeFile):
     def __init__(self, path: str, root_real: str) -> None:
-        real = _real_path(path, root_real)  # refuses links out of the store
-        self.path = real
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO is refused below, never waited on
-        self.handle = os.fdopen(fd, "rb", buffering=0)
+        self.path, fd = _open_inside(path, root_real)  # refuses links out of the store
+        self.fd = fd
+        self.handle: BinaryIO | None = None  # a file object only for parsers that seek (zip)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            self.handle.close()
+            os.close(fd)
             raise NotAFile(f"{posixpath.basename(path)} is not a regular file")
         self.size = info.st_size
 
     def read(self, offset: int, length: int) -> bytes:
-        parts, fd = [], self.handle.fileno()
+        if length <= 0:
+            return b""
+        first = os.pread(self.fd, min(length, 1 << 30), offset)
+        if len(first) == length or not first:  # the usual case: one call
+            return first
+        parts = [first]
+        offset, length = offset + len(first), length - len(first)
         while length > 0:
-            chunk = os.pread(fd, min(length, 1 << 30), offset)
+            chunk = os.pread(self.fd, min(length, 1 << 30), offset)
             if not chunk:
                 break
             parts.append(chunk)
             offset += len(chunk)
             length -= len(chunk)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return b"".join(parts)
 
     def fileobj(self) -> BinaryIO:
-        return self.handle  # type: ignore[return-value]
+        if self.handle is None:
+            self.handle = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
+        return self.handle
 
     def stream(self, start: int = 0, end: int | None = None) -> Iterator[memoryview]:
         end = self.size if end is None else end
         buffer = bytearray(LOCAL_CHUNK)
-        view, fd, offset = memoryview(buffer), self.handle.fileno(), start
+        view, fd, offset = memoryview(buffer), self.fd, start
         while offset < end:
             got = os.preadv(fd, [view[: min(LOCAL_CHUNK, end - offset)]], offset)
             if got <= 0:
@@ -194,7 +213,12 @@ class LocalFile(RangeFile):
             offset += got
 
     def close(self) -> None:
-        self.handle.close()
+        if self.fd < 0:
+            return
+        if self.handle is not None:
+            self.handle.close()
+        os.close(self.fd)
+        self.fd = -1
 
 
 class RemoteFile(RangeFile):
@@ -230,19 +254,39 @@ class RemoteFile(RangeFile):
 
 @functools.lru_cache(maxsize=8192)
 def _real_folder(folder: str) -> str:
-    return os.path.realpath(folder)
+    """``os.path.realpath(folder)``, from its parent's (cached): one ``lstat`` for a folder whose
+    parent was resolved before (a thousand checkpoint folders of one run), not one per component."""
+    parent, name = os.path.split(folder)
+    if not name or not parent or parent == folder or name in (".", ".."):
+        return os.path.realpath(folder)
+    joined = os.path.join(_real_folder(parent), name)
+    return os.path.realpath(joined) if os.path.islink(joined) else joined
 
 
-def _real_path(path: str, root_real: str) -> str:
-    """The file's real path, inside the store: its folder's links resolved (cached), its own link
-    followed (a Hub snapshot's link into ``blobs/``); UnsafePath when it leads out."""
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # a FIFO is refused after opening, never waited on
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # O_NOFOLLOW met a link (Linux, macOS; FreeBSD)
+
+
+def _open_inside(path: str, root_real: str) -> tuple[str, int]:
+    """The file's real path, inside the store, and a descriptor of it: its folder's links resolved
+    (cached), its own link followed (a Hub snapshot's link into ``blobs/``); UnsafePath when it
+    leads out. The file is opened without following a link first: only a link costs a look."""
     folder, name = os.path.split(path)
     real = os.path.join(_real_folder(folder), name)
+    if _NO_FOLLOW:
+        if not inside(real, root_real):
+            raise UnsafePath(f"{name} resolves outside the store root")
+        try:
+            return real, os.open(real, _READ_FLAGS | _NO_FOLLOW)
+        except OSError as exc:
+            if exc.errno not in _LINK_ERRNOS:
+                raise
     if os.path.islink(real):
         real = os.path.realpath(real)
     if not inside(real, root_real):
         raise UnsafePath(f"{name} resolves outside the store root")
-    return real
+    return real, os.open(real, _READ_FLAGS)
 
 
 def _local_entry(item: os.DirEntry[str]) -> Entry:

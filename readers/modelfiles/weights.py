@@ -15,6 +15,7 @@ mtime) and lists tensors as :class:`~lastgood.readers.base.TensorEntry` rows.
 from __future__ import annotations
 
 import hashlib
+import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -23,7 +24,7 @@ from typing import Any
 
 from lastgood.errors import DecodeError, ReaderError
 from lastgood.readers.base import TensorEntry
-from lastgood.readers.modelfiles.fastpaths import pickle_globals, read_header
+from lastgood.readers.modelfiles.fastpaths import HeaderMemo, pickle_globals, read_header
 from lastgood.readers.modelfiles.fsio import FILE, Entry, Folder, RangeFile, join
 from lastgood.readers.modelfiles.zipdir import data_pickle
 from lastgood.readers.tensors import dtypes
@@ -41,6 +42,7 @@ MAX_SEEN_PICKLES = 100_000
 MODEL_NAMES = ("model.safetensors.index.json", "model.safetensors", "adapter_model.safetensors",
                "pytorch_model.bin.index.json", "pytorch_model.bin", "adapter_model.bin")
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,8 @@ class ModelFiles:
         self.allow = allow
         self._cache: OrderedDict[tuple[str, str, int, float], Any] = OrderedDict()
         self._pickles: dict[int, dict[bytes, Any]] = {}  # allowlist → pickle sha256 → verdict
+        self._headers: HeaderMemo = {}  # (file size, header bytes) → verdict
+        self._lock = threading.Lock()
 
     # ---- parsed files (exceptions are cached too: a damaged file is parsed once) -------
 
@@ -89,14 +93,16 @@ class ModelFiles:
         if entry is None or entry.kind != FILE:
             raise FileNotFoundError(rel)
         key = (kind, rel, entry.size, entry.mtime)
-        if key not in self._cache:
+        value = self._cache.get(key, _MISSING)
+        if value is _MISSING:
             try:
-                self._cache[key] = parse(entry)
+                value = parse(entry)
             except (TensorsError, ReaderError, OSError, ValueError) as exc:
-                self._cache[key] = exc
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
-        value = self._cache[key]
+                value = exc
+            with self._lock:  # threads may fill the cache together (FolderReader prefetches)
+                self._cache[key] = value
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
         if isinstance(value, Exception):
             raise value
         return value
@@ -105,7 +111,7 @@ class ModelFiles:
         """A safetensors file's validated header (SafetensorsError with the reference's code)."""
         def parse(entry: Entry) -> SafetensorsHeader:
             with self.folder.open(rel, entry.size) as f:
-                return read_header(f.read, f.size)
+                return read_header(f.read, f.size, self._headers)
         return self._cached("header", rel, parse)
 
     def index(self, rel: str) -> SafetensorsIndex:
@@ -193,16 +199,18 @@ def light_check(f: RangeFile, allow: Mapping[str, Any], seen: dict[bytes, Any] |
         pickle_globals(data, allow)
         return "ok"
     key = hashlib.sha256(data).digest()
-    if key not in seen:
-        if len(seen) > MAX_SEEN_PICKLES:
-            seen.clear()
+    verdict = seen.get(key)
+    if verdict is None:
         try:
             pickle_globals(data, allow)
-            seen[key] = "ok"
+            verdict = "ok"
         except TensorsError as exc:
-            seen[key] = exc
-    if isinstance(seen[key], Exception):
-        raise seen[key]
+            verdict = exc
+        if len(seen) > MAX_SEEN_PICKLES:
+            seen.clear()
+        seen[key] = verdict
+    if isinstance(verdict, Exception):
+        raise verdict
     return "ok"
 
 
