@@ -199,7 +199,9 @@ def cmd_show(args: argparse.Namespace, settings: Settings, fmt: str) -> int:
     from lastgood.investigate.show import show_checkpoint  # state views: only this command needs them
 
     catalog, summary = _ensure(args, settings, fmt)
-    result = show_checkpoint(catalog, summary.store, args.checkpoint)
+    # the table view prints the state's first STATE_PREVIEW_CHARS characters: only what they need
+    preview = None if fmt == "json" else output.STATE_PREVIEW_CHARS
+    result = show_checkpoint(catalog, summary.store, args.checkpoint, state_chars=preview)
     output.emit(result, fmt, output.render_show, redacted=True)  # show_checkpoint redacts every part
     return 0
 

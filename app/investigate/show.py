@@ -13,12 +13,16 @@ from lastgood.redact import redact
 from lastgood.index.store import OpenStore
 from lastgood.readers.base import Capability, CheckpointRecord, HasTensors, Status, capabilities, capability
 from lastgood.integrity.verify import store_findings
+from lastgood.investigate.preview import redacted_prefix
 
 
-def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str) -> dict[str, Any]:
-    """The ``show`` JSON shape: {checkpoint, state, pending_writes} plus findings and events."""
+def show_checkpoint(catalog: Catalog, store: OpenStore, ref: str, state_chars: int | None = None) -> dict[str, Any]:
+    """The ``show`` JSON shape: {checkpoint, state, pending_writes} plus findings and events.
+
+    ``state_chars``: only the first that many characters of the state's text view will be shown;
+    the state is then the redacted part of it they need (``lastgood.investigate.preview``)."""
     record = queries.resolve_checkpoint(catalog, store.store_id, ref)
-    state, error = load_state_safely(store, record)
+    state, error = load_state_safely(store, record, state_chars)
     result: dict[str, Any] = {
         "checkpoint": _fields(catalog, store.store_id, record),
         "state": state,
@@ -65,12 +69,15 @@ def _fields(catalog: Catalog, store_id: int, record: CheckpointRecord) -> dict[s
     return fields
 
 
-def load_state_safely(store: OpenStore, record: CheckpointRecord) -> tuple[Any, str | None]:
-    """(redacted state, None) or (None, the reason it cannot be shown)."""
+def load_state_safely(store: OpenStore, record: CheckpointRecord,
+                      chars: int | None = None) -> tuple[Any, str | None]:
+    """(redacted state, None) or (None, the reason it cannot be shown); with ``chars``, the
+    redacted part the first ``chars`` characters of its text view need."""
     if record.status == Status.INCOMPLETE:
         return None, record.status_reason or "the save never completed"
     try:
-        return redact(store.reader.load_state(record)), None
+        state = store.reader.load_state(record)
+        return (redact(state) if chars is None else redacted_prefix(state, chars)), None
     except DecodeError as exc:
         return None, str(exc)
 

@@ -23,7 +23,7 @@ from lastgood.readers.base import CheckpointRecord, EventRecord, Finding, HeadRe
 from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.readers.common.lazy import lazy_module, require_psycopg
 from lastgood.readers.common.urls import is_postgres_url
-from lastgood.redact import REDACTION_ANCHORS, redact, redact_text
+from lastgood.redact import REDACTION_ANCHORS, might_need_redaction, redact, redact_text
 
 if TYPE_CHECKING:
     from lastgood.readers.journal import RecoveryBackend
@@ -54,8 +54,8 @@ def args_text(value: Any) -> str:
     """A tool call's arguments as compact JSON, secrets masked (``redact`` only when the text has one
     of ``lastgood.redact``'s anchors: most arguments do not)."""
     shown = dumps(value)
-    if not _ANCHORS.search(shown):
-        return shown
+    if not (might_need_redaction(shown) if shown.isascii() else _ANCHORS.search(shown)):
+        return shown  # ASCII text: a C substring test per anchor finds what the regex would
     return dumps(redact(value)) if isinstance(value, (Mapping, list)) else redact_text(shown)
 
 

@@ -237,7 +237,10 @@ class Walk:
 
     def _trigger(self, role: Any, kind: Any) -> str:
         memo_key = (role, kind)
-        found = self._kinds.get(memo_key)
+        try:
+            found = self._kinds.get(memo_key)
+        except TypeError:  # an object where a role or type belongs: not memoised
+            return trigger(role if isinstance(role, str) else None, kind)
         if found is None:
             found = self._kinds[memo_key] = trigger(role if isinstance(role, str) else None, kind)
         return found

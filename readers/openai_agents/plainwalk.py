@@ -78,7 +78,10 @@ def walk_plain(walk: Walk, rows: Iterable[tuple[Any, ...]]) -> Listing:
                 role = kind = name = call_id = None
                 if item is not _BAD:
                     out.findings.append(not_an_item(walk.layout.messages, rid, item, session, "", str(rid)))
-            trig = kinds.get((role, kind))
+            try:
+                trig = kinds.get((role, kind))
+            except TypeError:  # an object where a role or type belongs: not memoised
+                trig = trigger(role if isinstance(role, str) else None, kind)
             if trig is None:
                 trig = kinds[(role, kind)] = trigger(role if isinstance(role, str) else None, kind)
             cid, step = str(rid), state[STEP]
@@ -87,7 +90,10 @@ def walk_plain(walk: Walk, rows: Iterable[tuple[Any, ...]]) -> Listing:
                 state[TURN] += 1
             turn = state[TURN]
             micros = secs * 1_000_000 + step
-            head = heads.get((role, kind, name))
+            try:
+                head = heads.get((role, kind, name))
+            except TypeError:  # an object where a role, type or name belongs: not memoised
+                head = _head(role, kind, name)
             if head is None:
                 head = heads[(role, kind, name)] = _head(role, kind, name)
             meta = f'{{"turn":{turn}{head},"call_id":{_quoted(call_id)}}}' if type(call_id) is str \
