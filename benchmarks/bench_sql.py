@@ -186,6 +186,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    args.store = args.store.resolve()  # the anchor finds the store by the URL the index holds: absolute
     home = args.home or args.store.parent / "home"
     cache_bytecode()
     prepare(args.store, home)

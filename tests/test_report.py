@@ -17,6 +17,7 @@ from lastgood.config import load_settings
 from lastgood.errors import CheckpointNotFound
 from lastgood.readers.native.writer import NativeWriter
 from lastgood.report import build_report
+from lastgood.report.html import PAGE_ROWS
 from lastgood.stores import index_store, open_catalog
 from tests.cli_inprocess import run_cli
 from tests.helpers import ROOT, SAMPLE_STORE, T0, lastgood_cli
@@ -186,14 +187,22 @@ def test_a_langgraph_database_report(tmp_path: Path) -> None:
     assert whole.returncode == 0 and "pending-error" in (tmp_path / "all.html").read_text()
 
 
-@pytest.mark.browser
-def test_it_opens_offline_in_chromium_and_runs_nothing(hostile_report: Path, chromium_browser) -> None:
-    context = chromium_browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+def offline_page(browser):  # noqa: ANN001, ANN201 - playwright's types
+    """An offline Chromium page recording every request, dialog and script error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
     page = context.new_page()
-    requests, dialogs, errors = [], [], []
+    requests: list[str] = []
+    dialogs: list[str] = []
+    errors: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.on("pageerror", lambda e: errors.append(str(e)))
+    return context, page, requests, dialogs, errors
+
+
+@pytest.mark.browser
+def test_it_opens_offline_in_chromium_and_runs_nothing(hostile_report: Path, chromium_browser) -> None:
+    context, page, requests, dialogs, errors = offline_page(chromium_browser)
     started = time.monotonic()
     page.goto(hostile_report.as_uri(), wait_until="load")
     loaded = time.monotonic() - started
@@ -211,5 +220,68 @@ def test_it_opens_offline_in_chromium_and_runs_nothing(hostile_report: Path, chr
         assert SECRET not in page.content()
         assert page.locator("#diff tbody tr").count() >= 12 and page.locator("#journal tbody tr").count() == 1
         assert loaded < 10
+    finally:
+        context.close()
+
+
+LONG = 2 * PAGE_ROWS + 345  # messages added between the two checkpoints of the long run
+
+
+@pytest.fixture(scope="module")
+def long_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run whose conversation grows from nothing to LONG messages (hostile text, a secret in
+    some), reported with its diff: the conversation comes in three pages."""
+    base = tmp_path_factory.mktemp("long")
+    root, home, out = base / "store", base / "home", base / "long.html"
+    writer = NativeWriter(str(root))
+    messages = [{"id": f"m{i}", "role": "user" if i % 2 else "assistant",
+                 "content": f"{HOSTILE['event']} #{i}" + (f" key {SECRET}" if i % 100 == 7 else "")}
+                for i in range(LONG)]
+    first, last = (writer.save("long", {"messages": messages[:n]}, step=step, created_at=T0 + timedelta(minutes=step))
+                   for step, n in enumerate((0, LONG)))
+    done = run_cli("report", str(root), "--diff", first.checkpoint_id, last.checkpoint_id, "-o", str(out), home=home)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_a_long_conversation_comes_in_closed_pages_that_hold_every_message(long_report: Path) -> None:
+    html = long_report.read_text()
+    assert html.count('<details class="page">') == 3 and "<details class=\"page\" open" not in html
+    assert f"<summary>messages #0–#{PAGE_ROWS - 1} · {PAGE_ROWS:,} added</summary>" in html
+    assert f"<summary>messages #{2 * PAGE_ROWS}–#{LONG - 1} · 345 added</summary>" in html
+    indices = [int(i) for i in re.findall(r'<td class="mark m-added">added</td><td class="num">(\d+)</td>', html)]
+    assert indices == list(range(LONG))  # every message, once, in B's order
+    assert SECRET not in html and "[redacted]" in html and markup_problems(html) == []
+    escaped = HOSTILE["event"].replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#x27;")
+    assert html.count(escaped) == LONG and HOSTILE["event"] not in html
+
+
+def test_any_long_table_comes_in_pages_of_its_rows() -> None:
+    from lastgood.report.html import table
+
+    rows = [[str(i), f"&lt;b&gt;{i}"] for i in range(PAGE_ROWS + 1)]
+    paged = table(["n", "text"], rows, label="events")
+    assert paged.count('<details class="page">') == 2 and paged.count("<tr><td") == PAGE_ROWS + 1
+    assert f"<summary>events 1–{PAGE_ROWS:,} of {PAGE_ROWS + 1:,}</summary>" in paged
+    assert f"<summary>events {PAGE_ROWS + 1:,}–{PAGE_ROWS + 1:,} of {PAGE_ROWS + 1:,}</summary>" in paged
+    assert "<details" not in table(["n", "text"], rows[:PAGE_ROWS])
+
+
+@pytest.mark.browser
+def test_a_long_conversation_opens_offline_and_every_page_opens(long_report: Path, chromium_browser) -> None:
+    context, page, requests, dialogs, errors = offline_page(chromium_browser)
+    try:
+        page.goto(long_report.as_uri(), wait_until="load")
+        rows = page.locator("#diff details.page tbody tr")
+        assert rows.count() == LONG and not rows.first.is_visible() and not rows.last.is_visible()
+        summaries = page.locator("#diff details.page > summary")
+        for i in range(summaries.count()):
+            summaries.nth(i).click()
+        page.wait_for_function("document.querySelectorAll('#diff details.page[open]').length === 3")
+        assert rows.first.is_visible() and rows.last.is_visible()
+        text = page.locator("#diff").inner_text()
+        assert f"{HOSTILE['event']} #0" in text and f"{HOSTILE['event']} #{LONG - 1}" in text
+        assert requests == [long_report.as_uri()] and dialogs == [] and errors == []
+        assert page.evaluate("document.scripts.length") == 0 and SECRET not in page.content()
     finally:
         context.close()

@@ -376,3 +376,75 @@ def test_a_query_cannot_compute_its_way_to_a_secret(catalog, stores: dict[str, P
     assert not leaked(json.dumps(pieces.to_pylist())) and "SQLEVE" not in json.dumps(pieces.to_pylist())
     with pytest.raises(UsageError):
         run_query(catalog, sid, "SELECT * FROM lastgood_src_events")
+
+
+# ---- what the sandbox loads --------------------------------------------------------------------
+
+def test_only_the_columns_a_query_names_are_read_and_any_doubt_reads_them_all() -> None:
+    import duckdb
+
+    from lastgood.index.sql_guard import check_query
+
+    con = duckdb.connect()
+    named = {
+        "SELECT run_id, count(*), sum(size_bytes) AS b FROM checkpoints GROUP BY run_id ORDER BY b":
+            {"run_id", "size_bytes"},
+        "SELECT count(*) FROM checkpoints": set(),
+        "SELECT c.metadata->>'a' FROM checkpoints c": {"metadata"},
+        "WITH x(step) AS (SELECT run_id FROM checkpoints) SELECT step FROM x": {"run_id", "step"},
+        "SELECT e.kind FROM events e JOIN checkpoints c USING (run_id, checkpoint_id)":
+            {"kind", "run_id", "checkpoint_id"},
+    }
+    for query, columns in named.items():
+        assert check_query(con, query).columns == columns, query
+    for query in ("SELECT * FROM checkpoints", "SELECT c FROM checkpoints c", "SELECT to_json(c) FROM checkpoints c",
+                  "SELECT step FROM checkpoints AS x(step)", "SELECT #1 FROM checkpoints", "DESCRIBE checkpoints",
+                  "SELECT step FROM checkpoints step", "SELECT COLUMNS('step') FROM checkpoints",
+                  "SELECT run_id FROM checkpoints NATURAL JOIN runs", "SELECT run_id FROM checkpoints ORDER BY ALL"):
+        assert check_query(con, query).columns is None, query
+
+
+@pytest.fixture(scope="module")
+def part_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Catalog, int]:
+    """A store whose one compacted part the index reads in place (the sample store's rows, beside
+    it, are in the index's own table)."""
+    base = tmp_path_factory.mktemp("parts")
+    store = base / "store"
+    write_store(str(store), runs=3, steps=10)
+    NativeWriter(str(store)).compact()
+    catalog = open_catalog(load_settings(base / "home"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LASTGOOD_ATTACH_BYTES", "1")
+        sid = index_store(catalog, str(store), check="none").store.store_id
+    with catalog.connect() as con:
+        assert con.execute("SELECT count(*) FROM attached_parts").fetchone()[0] == 1
+    return catalog, sid
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT run_id, count(*) AS n, sum(size_bytes) AS b, max(created_at) AS t FROM checkpoints GROUP BY ALL",
+    "SELECT checkpoint_id, parent_id, step, data_checked, status FROM checkpoints",
+    "SELECT run_id, health, last_good, checkpoints, size_bytes FROM runs",
+])
+def test_a_query_naming_some_columns_answers_as_one_reading_them_all(part_store, catalog,
+                                                                     stores: dict[str, Path], query: str) -> None:
+    every = f"SELECT * FROM ({query.replace('FROM checkpoints', 'FROM (SELECT * FROM checkpoints)')}) ORDER BY ALL"
+    pruned = f"SELECT * FROM ({query}) ORDER BY ALL"
+    for index, sid in (part_store, (catalog, store_id(catalog, stores["sample"]))):
+        expected = run_query(index, sid, every, limit=None)[0].to_pylist()
+        assert expected and run_query(index, sid, pruned, limit=None)[0].to_pylist() == expected, query
+
+
+def test_python_redaction_is_installed_only_when_a_value_needs_it(catalog, stores: dict[str, Path],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from lastgood.index import sql_redact
+
+    installed = []
+    real = sql_redact.install_functions
+    monkeypatch.setattr(sql_redact, "install_functions", lambda con: (installed.append(1), real(con)))
+    clean = run_query(catalog, store_id(catalog, stores["other"]), "SELECT run_id, agent FROM checkpoints")[0]
+    assert clean.num_rows == 8 and installed == []  # nothing secret-shaped: the stand-ins were never reached
+    secret = run_query(catalog, store_id(catalog, stores["secret"]), "SELECT run_id, agent FROM checkpoints")[0]
+    row = next(r for r in secret.to_pylist() if r["run_id"] != "plain-run")
+    assert installed == [1] and row["run_id"].startswith("key:") and row["agent"] == "[redacted]"
+    assert secret.num_rows == 2 and not leaked(json.dumps(secret.to_pylist()))

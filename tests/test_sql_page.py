@@ -166,3 +166,12 @@ def test_export_encodes_nested_times_and_mixed_values() -> None:
     assert export.file_stem("diff changes /messages") == "lastgood-diff-changes-messages"
     with pytest.raises(ValueError):
         export.encode(frame, "xlsx")
+
+
+def test_the_editor_sits_above_the_result_it_is_drawn_after(downloads: dict[str, Any]) -> None:
+    """The editor's widgets are drawn after the grid (the browser builds the grid first) into a slot
+    placed above it: the page reads editor, examples, result."""
+    at = open_page("sql", sql="SELECT 1 AS one")
+    kinds = [node.type for node in at.main if hasattr(node, "type")]
+    assert kinds.index("selectbox") < kinds.index("text_area") < kinds.index("dataframe")
+    assert at.text_area(key="sql_query").value == "SELECT 1 AS one" and len(at.dataframe[0].value) == 1

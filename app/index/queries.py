@@ -120,7 +120,7 @@ def list_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
     """Checkpoints by run then time: LS_FIELDS and LISTED_EXTRA, or only ``fields`` (of those),
     in that order (the ``ls`` JSON shape is ``LS_FIELDS + LS_CHECK_FIELDS``); ``time_text``
     ("table" or "json"): ``created_at`` as the text that output prints for it (TIME_TEXT)."""
-    return _rows(catalog, *_listing(catalog, store_id, run_id, status, limit, fields, time_text))
+    return _rows(catalog, *listing_sql(catalog, store_id, run_id, status, limit, fields, time_text))
 
 
 LISTING_CHUNK_ROWS = 65_536
@@ -132,7 +132,7 @@ def iter_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
                      ) -> Iterator[list[dict[str, Any]]]:
     """:func:`list_checkpoints`, ``chunk_rows`` rows at a time: a million rows are never all
     Python dicts at once (``lastgood ls`` prints each chunk as it comes)."""
-    sql, params = _listing(catalog, store_id, run_id, status, None, fields, time_text)
+    sql, params = listing_sql(catalog, store_id, run_id, status, None, fields, time_text)
     with catalog.connect() as con:
         cur = con.execute(sql, params)
         names = [d[0] for d in cur.description]
@@ -142,9 +142,11 @@ def iter_checkpoints(catalog: Catalog, store_id: int, run_id: str | None = None,
             yield chunk
 
 
-def _listing(catalog: Catalog, store_id: int, run_id: str | None, status: str | None, limit: int | None,
-             fields: tuple[str, ...] | None, time_text: str | None) -> tuple[str, list[Any]]:
-    where, params = _where(store_id, run_id=run_id, status=status)
+def listing_sql(catalog: Catalog, store_id: int, run_id: str | None, status: str | None, limit: int | None,
+                fields: tuple[str, ...] | None, time_text: str | None) -> tuple[str, list[Any]]:
+    """(SQL, parameters) of the checkpoint listing :func:`list_checkpoints` reads, ordered by run,
+    namespace and time (the MCP server pages it with its own LIMIT/OFFSET)."""
+    where, params = where_clause(store_id, run_id=run_id, status=status)
     exprs = {**{f: f for f in LS_FIELDS}, **LISTED_EXTRA}
     if time_text == "table" or (time_text == "json" and _session_zone(catalog) == "UTC"):
         exprs["created_at"] = TIME_TEXT[time_text]
@@ -161,7 +163,9 @@ def _session_zone(catalog: Catalog) -> str:
     return str(_rows(catalog, "SELECT current_setting('TimeZone') AS zone")[0]["zone"])
 
 
-def _where(store_id: int, **filters: Any) -> tuple[str, list[Any]]:
+def where_clause(store_id: int, **filters: Any) -> tuple[str, list[Any]]:
+    """(SQL condition, parameters) over ``checkpoints``: the store and every filter given (column =
+    value; a ``run_id`` may be the ``key:…`` handle of a secret-shaped run)."""
     clauses, params = ["store_id = ?"], [store_id]
     for column, value in filters.items():
         if value is None:
@@ -409,7 +413,7 @@ def timeline(catalog: Catalog, store_id: int, run_id: str | None = None, agent: 
     Returns the frame and whether it was aggregated (then ``count`` says how
     many checkpoints a point stands for; damaged ones are always shown alone).
     """
-    where, params = _where(store_id, run_id=run_id, agent=agent)
+    where, params = where_clause(store_id, run_id=run_id, agent=agent)
     total = int(_rows(catalog, f"SELECT count(*) AS n FROM checkpoints WHERE {where}", params)[0]["n"])
     if total <= max_points:
         return _frame(catalog, f"""SELECT c.run_id, c.namespace, c.checkpoint_id, c.parent_id, c.step,
@@ -445,7 +449,7 @@ def _bucketed(catalog: Catalog, where: str, params: list[Any], max_points: int) 
 def events(catalog: Catalog, store_id: int, run_id: str | None = None,
            checkpoint_id: str | None = None, agent: str | None = None,
            limit: int = 2000) -> pd.DataFrame:
-    where, params = _where(store_id, run_id=run_id, checkpoint_id=checkpoint_id)
+    where, params = where_clause(store_id, run_id=run_id, checkpoint_id=checkpoint_id)
     if agent is not None:
         where += " AND run_id IN (SELECT run_id FROM runs WHERE store_id = ? AND agent = ?)"
         params += [store_id, agent]
@@ -464,7 +468,7 @@ def checkpoint_events(catalog: Catalog, store_id: int, run_id: str, namespace: s
 
 def findings(catalog: Catalog, store_id: int, checkpoint_id: str | None = None,
              severity: str | None = None) -> list[dict[str, Any]]:
-    where, params = _where(store_id, checkpoint_id=checkpoint_id, severity=severity)
+    where, params = where_clause(store_id, checkpoint_id=checkpoint_id, severity=severity)
     return _rows(catalog, f"""SELECT run_id, namespace, checkpoint_id, "check", severity, message
         FROM {distinct_findings(where)} ORDER BY severity, run_id, checkpoint_id""", params)
 

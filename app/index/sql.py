@@ -16,6 +16,11 @@ redacted. Only the sources the query's views read are loaded. Two walls keep it 
    place (lastgood.index.attached) is read through a file system that opens that one file
    read-only and nothing else.
 
+The views' redaction functions are first SQL stand-ins that stop the query at the first value a
+redaction rule could act on (lastgood.index.sql_redact.install_stand_ins: the Python functions cost
+a numpy import); only then does the query run again, the Python functions in their place. Of the
+checkpoints' rows, only the columns a query names are read (lastgood.index.sql_guard.named_columns).
+
 A statement running longer than ``timeout`` seconds is interrupted (QueryTimeout).
 :func:`run_query` returns the first ``limit`` rows as an Arrow table with the true row count,
 every column name and value redacted (lastgood.index.sql_redact).
@@ -26,19 +31,20 @@ from __future__ import annotations
 import io
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from lastgood.errors import UsageError
 from lastgood.index.catalog import Catalog, distinct_findings
 from lastgood.index.sql_guard import CheckedQuery, QueryRefused, check_query
+from lastgood.index.sql_redact import NEEDS_REDACTION
 from lastgood.index.sql_views import (BY_NAME, EXAMPLES, RAW_CHECKPOINT_COLUMNS, STORE_COLUMN, VIEWS, part_branch,
-                                      view_sql)
+                                      raw_columns, raw_select, view_sql)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TIMEOUT", "EXAMPLES", "PAGE_ROWS", "QueryError", "QueryRefused", "QueryTimeout", "Rows", "VIEWS",
            "describe_views", "examples", "query_rows", "run_query"]
 
+T = TypeVar("T")
 DEFAULT_TIMEOUT = 30.0
 PAGE_ROWS = 1000  # rows a page shows of a result (the count is always the true one)
 BATCH_ROWS = 65_536
@@ -62,12 +69,16 @@ class QueryTimeout(QueryError):
     """The query ran longer than its time limit and was interrupted."""
 
 
+class NeedsRedaction(QueryError):
+    """A value reached a redaction function's stand-in: run the query again with the Python ones."""
+
+
 # ---- the sources: the store's rows, read through the index's connection ------------------------
 
 _WHERE = "{where}"
+_COLUMNS = "{columns}"
 SOURCE_SQL = {
-    "rows": f"""SELECT {', '.join(c if c != 'metadata' else 'metadata::VARCHAR AS metadata'
-                                  for c in RAW_CHECKPOINT_COLUMNS)} FROM checkpoint_rows WHERE {_WHERE}""",
+    "rows": f"SELECT {_COLUMNS} FROM checkpoint_rows WHERE {_WHERE}",
     "heads": f"SELECT store_id, run_id, namespace, checkpoint_id FROM heads WHERE {_WHERE}",
     "findings": """SELECT store_id, run_id, coalesce(namespace, '') AS namespace, checkpoint_id, "check",
                    severity, message, depth, found_at FROM """ + distinct_findings(_WHERE),
@@ -96,18 +107,24 @@ class Sources:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     empty: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # name -> its columns and types
     parts: list[Part] = field(default_factory=list)
+    columns: tuple[str, ...] = RAW_CHECKPOINT_COLUMNS  # the raw checkpoint columns loaded (others: NULL)
+    types: dict[str, str] = field(default_factory=dict)  # every raw checkpoint column's type
 
 
-def load_sources(catalog: Catalog, store_id: int | None, names: set[str]) -> Sources:
+def load_sources(catalog: Catalog, store_id: int | None, names: set[str],
+                 columns: tuple[str, ...] = RAW_CHECKPOINT_COLUMNS) -> Sources:
     """The rows of ``names`` (SOURCE_SQL keys, and "parts"), of one store or of all: an Arrow table
     each, or only its columns when it has no row (no Arrow: a query over a store whose rows are all
-    in an attached part needs no pyarrow)."""
+    in an attached part needs no pyarrow). Of the checkpoints' rows only ``columns`` are read."""
     where = "true" if store_id is None else "store_id = $sid"
     params = {} if store_id is None else {"sid": int(store_id)}
-    sources = Sources()
+    sources = Sources(columns=columns)
     with catalog.connect() as con:
         for name in sorted(names & SOURCE_SQL.keys()):
             sql = SOURCE_SQL[name].replace(_WHERE, where)
+            if name == "rows":
+                sources.types = _raw_types(con)
+                sql = sql.replace(_COLUMNS, ", ".join(_RAW_AS.get(c, c) for c in columns))
             relation = con.sql(sql, params=params or None)
             if con.execute(f"SELECT EXISTS ({sql})", params).fetchall()[0][0]:
                 sources.tables[name] = relation.to_arrow_table()
@@ -118,6 +135,15 @@ def load_sources(catalog: Catalog, store_id: int | None, names: set[str]) -> Sou
                                    WHERE {where} ORDER BY store_id""", params).fetchall()
             sources.parts = [Part(int(s), str(p), v, c) for s, p, v, c in rows]
     return sources
+
+
+_RAW_AS = {"metadata": "metadata::VARCHAR AS metadata"}
+
+
+def _raw_types(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The type of every raw checkpoint column as the sandbox holds it (the query is bound, not run)."""
+    relation = con.sql(f"SELECT {', '.join(_RAW_AS.get(c, c) for c in RAW_CHECKPOINT_COLUMNS)} FROM checkpoint_rows")
+    return {name: str(kind) for name, kind in zip(relation.columns, relation.types)}
 
 
 def needed_sources(views: set[str], all_stores: bool) -> set[str]:
@@ -220,9 +246,11 @@ class ReadOnlyFile(io.RawIOBase):
         super().close()
 
 
-def build_sandbox(con: duckdb.DuckDBPyConnection, sources: Sources, views: set[str], all_stores: bool) -> None:
-    """Load ``sources`` into ``con`` under hidden names, create ``views``, then lock it down."""
-    from lastgood.index.sql_redact import install_functions
+def build_sandbox(con: duckdb.DuckDBPyConnection, sources: Sources, views: set[str], all_stores: bool,
+                  python_redaction: bool = True) -> None:
+    """Load ``sources`` into ``con`` under hidden names, create ``views``, then lock it down. The
+    views redact through the Python functions, or (``python_redaction`` false) their stand-ins."""
+    from lastgood.index.sql_redact import install_functions, install_stand_ins
 
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET temp_directory = ''")  # nothing spills to disk: a query beyond memory fails
@@ -233,11 +261,12 @@ def build_sandbox(con: duckdb.DuckDBPyConnection, sources: Sources, views: set[s
         listed = ", ".join(f'"{column}" {kind}' for column, kind in columns)
         con.execute(f"CREATE TEMP TABLE lastgood_src_{name} ({listed})")
     if "rows" in sources.tables or "rows" in sources.empty:
-        branches = [f"SELECT {', '.join(RAW_CHECKPOINT_COLUMNS)} FROM lastgood_src_rows"]
-        branches += [part_branch(p.store_id, url, p.verified, _iso(p.data_checked_at))
+        columns, types = sources.columns, sources.types
+        branches = [f"SELECT {raw_select(columns, types)} FROM lastgood_src_rows"]
+        branches += [part_branch(p.store_id, url, p.verified, _iso(p.data_checked_at), columns, types)
                      for p, url in zip(sources.parts, urls)]
         con.execute("CREATE TEMP VIEW lastgood_raw_checkpoints AS " + " UNION ALL ".join(branches))
-    install_functions(con)
+    (install_functions if python_redaction else install_stand_ins)(con)
     for view in VIEWS:
         if view.name in views:
             con.execute(view_sql(view.name, all_stores))
@@ -275,8 +304,7 @@ def run_query(catalog: Catalog, store_id: int | None, sql: str, limit: int | Non
     (ran longer than ``timeout`` seconds; ``None`` or 0: no limit) — all UsageErrors, one line."""
     from lastgood.index.sql_redact import redact_table
 
-    with _prepared(catalog, store_id, sql) as (con, checked):
-        table, total = _execute(con, checked, limit, timeout)
+    table, total = _answer(catalog, store_id, sql, lambda con, checked: _execute(con, checked, limit, timeout))
     return redact_table(_normalized(table)), total, limit is not None and total > table.num_rows
 
 
@@ -297,21 +325,37 @@ def query_rows(catalog: Catalog, store_id: int | None, sql: str, limit: int | No
     """:func:`run_query` as Python rows, without Arrow (``lastgood sql``'s table, JSON and CSV)."""
     from lastgood.index.sql_redact import redact_rows
 
-    with _prepared(catalog, store_id, sql) as (con, checked):
-        names, types, rows, total = _fetch_rows(con, checked, limit, timeout)
+    names, types, rows, total = _answer(catalog, store_id, sql,
+                                        lambda con, checked: _fetch_rows(con, checked, limit, timeout))
     columns, records = redact_rows(names, rows)
     return Rows(columns, types, records, total, limit is not None and total > len(rows))
 
 
+def _answer(catalog: Catalog, store_id: int | None, sql: str,
+            work: Callable[[duckdb.DuckDBPyConnection, CheckedQuery], T]) -> T:
+    """``work`` in the sandbox for ``sql`` with the redaction functions' stand-ins, and again with
+    the Python functions in their place when a value needed one (a store with secret-shaped text)."""
+    from lastgood.index.sql_redact import replace_stand_ins
+
+    with _prepared(catalog, store_id, sql, python_redaction=False) as (con, checked):
+        try:
+            return work(con, checked)
+        except NeedsRedaction:
+            replace_stand_ins(con)
+            return work(con, checked)
+
+
 @contextmanager
-def _prepared(catalog: Catalog, store_id: int | None, sql: str
+def _prepared(catalog: Catalog, store_id: int | None, sql: str, python_redaction: bool = True
               ) -> Iterator[tuple[duckdb.DuckDBPyConnection, CheckedQuery]]:
     """The sandbox for ``sql`` over store ``store_id`` (None: all), the query checked."""
     all_stores = store_id is None
     with _connection() as con:
         checked = check_query(con, sql)
-        sources = load_sources(catalog, store_id, needed_sources(set(checked.views), all_stores))
-        build_sandbox(con, sources, set(checked.views), all_stores)
+        views = set(checked.views)
+        sources = load_sources(catalog, store_id, needed_sources(views, all_stores),
+                               raw_columns(views, checked.columns))
+        build_sandbox(con, sources, views, all_stores, python_redaction)
         yield con, checked
 
 
@@ -340,7 +384,8 @@ def _stopping(con: duckdb.DuckDBPyConnection, timeout: float | None) -> Iterator
             raise QueryTimeout(f"the query ran longer than {timeout:g} s and was stopped "
                                "(--timeout SECONDS: a longer limit, 0: none)") from None
         except duckdb.Error as exc:
-            raise QueryError(f"the query failed: {_first_line(exc)}") from None
+            error = NeedsRedaction if NEEDS_REDACTION in str(exc) else QueryError
+            raise error(f"the query failed: {_first_line(exc)}") from None
 
 
 @contextmanager

@@ -37,6 +37,7 @@ class QueryRefused(UsageError):
 class CheckedQuery:
     sql: str  # as given, without a trailing ';'
     views: frozenset[str]  # the documented views it reads
+    columns: frozenset[str] | None = None  # the view columns it names (None: it may read any)
 
 
 def check_query(con: Any, sql: str) -> CheckedQuery:
@@ -52,7 +53,7 @@ def check_query(con: Any, sql: str) -> CheckedQuery:
                            "the index is read-only")
     tree = _serialized(con, text)
     views = set(_table_names(tree, _existing_names(con)))
-    return CheckedQuery(text, frozenset(views))
+    return CheckedQuery(text, frozenset(views), named_columns(tree))
 
 
 def _trimmed(sql: str) -> str:
@@ -145,6 +146,37 @@ def _table_function(node: dict[str, Any]) -> None:
     if name not in TABLE_FUNCTIONS or function.get("catalog") or function.get("schema"):
         raise QueryRefused(f"table function {name}() is not available here (files, other databases and "
                            f"catalog functions are not reachable); allowed: {', '.join(sorted(TABLE_FUNCTIONS))}")
+
+
+# a star (``*``, ``COLUMNS(…)``, ``ORDER BY ALL``), ``#1``, a NATURAL join, a column list on a table
+# (``checkpoints AS c(a, b)``: names by position), PIVOT, DESCRIBE: columns reached without their names
+_UNNAMED_CLASSES = frozenset({"STAR", "POSITIONAL_REFERENCE"})
+_UNNAMED_REFS = frozenset({"PIVOT", "SHOW_REF"})
+
+
+def named_columns(tree: dict[str, Any]) -> frozenset[str] | None:
+    """The documented views' columns the query names anywhere (lower case), or None when it may
+    reach a column without naming it: a star, a positional reference, a NATURAL join, a table's
+    column list, PIVOT, DESCRIBE, or a whole row (``SELECT c FROM checkpoints c``). Other names
+    (aliases, a CTE's columns, a lambda's parameters) only stand for what was named where they
+    were made. A superset is always safe: the sandbox loads what is named, None loads everything."""
+    known = {c.name for view in BY_NAME.values() for c in view.columns} | {"store"}
+    relations = set(BY_NAME) | {name.lower() for name in _cte_names(tree)}
+    refs: list[list[str]] = []
+    for node in walk_parse_tree(tree):
+        if node.get("class") in _UNNAMED_CLASSES or node.get("type") in _UNNAMED_REFS \
+                or node.get("ref_type") == "NATURAL" or node.get("column_name_alias"):
+            return None
+        if "sample" in node and "alias" in node and "type" in node and "class" not in node:  # a table
+            relations |= {str(node.get(k) or "").lower() for k in ("alias", "table_name")} - {""}
+        refs += [[str(p).lower() for p in node.get("column_names") or ()]]
+        refs += [[str(p).lower()] for p in node.get("using_columns") or ()]
+    named: set[str] = set()
+    for parts in refs:
+        if (len(parts) == 1 and parts[0] in relations) or (len(parts) > 1 and not set(parts) & known):
+            return None  # a whole row, or a field of one
+        named |= set(parts) & known
+    return frozenset(named)
 
 
 def _cte_names(tree: dict[str, Any]) -> Iterator[str]:

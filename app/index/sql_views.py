@@ -194,16 +194,41 @@ def json_text(column: str) -> str:
 RAW_CHECKPOINT_COLUMNS = ("store_id", "run_id", "namespace", "checkpoint_id", "parent_id", "step", "created_at",
                           "trigger", "kind", "status", "status_reason", "size_bytes", "checksum", "agent",
                           "codec", "location", "metadata", "verified", "data_checked_at")
+# the raw columns a view column is made of (by default: the one of its name), and what `runs` reads
+_MADE_OF = {"checkpoint_id": ("checkpoint_id", "run_id", "namespace"),
+            "parent_id": ("parent_id", "run_id", "namespace"), "data_checked": ("verified",)}
+RUNS_RAW_COLUMNS = ("run_id", "namespace", "checkpoint_id", "created_at", "step", "status", "verified", "agent",
+                    "size_bytes")
 
 
-def part_branch(store_id: int, url: str, verified: str | None, checked_at: str | None) -> str:
+def raw_columns(views: set[str], named: frozenset[str] | None) -> tuple[str, ...]:
+    """The raw checkpoint columns a query over ``views`` needs when it names the view columns
+    ``named`` (None: it may read any), in RAW_CHECKPOINT_COLUMNS' order; ``store_id`` always."""
+    if named is None:
+        return RAW_CHECKPOINT_COLUMNS
+    needed = {"store_id"} | (set(RUNS_RAW_COLUMNS) if "runs" in views else set())
+    if "checkpoints" in views:
+        needed |= {raw for name in named for raw in _MADE_OF.get(name, (name,))}
+    return tuple(c for c in RAW_CHECKPOINT_COLUMNS if c in needed)
+
+
+def raw_select(columns: tuple[str, ...], types: dict[str, str], source: dict[str, str] | None = None) -> str:
+    """Every raw checkpoint column, in order: those in ``columns`` as ``source`` makes them (default:
+    the column itself), the others NULL of their type (``types``): a query never reads them."""
+    made = source or {}
+    return ", ".join(f"{made.get(c, c)} AS {c}" if c in columns else f"NULL::{types[c]} AS {c}"
+                     for c in RAW_CHECKPOINT_COLUMNS)
+
+
+def part_branch(store_id: int, url: str, verified: str | None, checked_at: str | None,
+                columns: tuple[str, ...] = RAW_CHECKPOINT_COLUMNS, types: dict[str, str] | None = None) -> str:
     """An attached part's rows as the index's ``checkpoints`` view shows them (lastgood.index.attached:
-    status ok as listed, the attachment's constants), read through the sandbox's read-only files."""
-    return f"""SELECT {int(store_id)}::INTEGER AS store_id, run_id, coalesce(namespace, '') AS namespace,
-        checkpoint_id, parent_id, step, created_at, trigger, kind, {sql_statuses(Status.OK)} AS status,
-        NULL::VARCHAR AS status_reason, size_bytes, checksum, agent, codec, location,
-        nullif(metadata, '') AS metadata, {literal(verified)}::VARCHAR AS verified,
-        {literal(checked_at)}::TIMESTAMPTZ AS data_checked_at FROM read_parquet({literal(url)})"""
+    status ok as listed, the attachment's constants), read through the sandbox's read-only files;
+    only ``columns`` are read from it (the others NULL of their ``types``)."""
+    made = {"store_id": f"{int(store_id)}::INTEGER", "namespace": "coalesce(namespace, '')",
+            "status": sql_statuses(Status.OK), "status_reason": "NULL::VARCHAR", "metadata": "nullif(metadata, '')",
+            "verified": f"{literal(verified)}::VARCHAR", "data_checked_at": f"{literal(checked_at)}::TIMESTAMPTZ"}
+    return f"SELECT {raw_select(columns, types or {}, made)} FROM read_parquet({literal(url)})"
 
 
 def literal(value: object) -> str:

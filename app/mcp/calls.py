@@ -65,8 +65,8 @@ def list_checkpoints(call: Call, store: Store, run: RunFilter = None,
     fields = queries.LS_FIELDS + queries.LS_CHECK_FIELDS
     # the one SQL `ls` lists with (ordered by run, namespace, time), a page of it; times stay values
     # (the JSON writes them as `ls` does): DuckDB would format every row's before picking the page
-    sql, params = queries._listing(call.catalog, store_id, run, status, None, fields, None)  # noqa: SLF001
-    where, counted = queries._where(store_id, run_id=run, status=status)  # noqa: SLF001 - the listing's filter
+    sql, params = queries.listing_sql(call.catalog, store_id, run, status, None, fields, None)
+    where, counted = queries.where_clause(store_id, run_id=run, status=status)  # the listing's filter
     with call.catalog.connect() as con:
         total = int(con.execute(f"SELECT count(*) FROM checkpoints c WHERE {where}", counted).fetchone()[0])
         cur = con.execute(f"{sql} LIMIT {int(limit)} OFFSET {int(offset)}", params)

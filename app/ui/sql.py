@@ -15,6 +15,7 @@ from lastgood.index.sql import DEFAULT_TIMEOUT, describe_views, examples, run_qu
 from lastgood.redact import redact_text
 from lastgood.ui import links
 from lastgood.ui.escape import md_escape
+from lastgood.ui.pagerun import after_page
 from lastgood.ui.stores import CACHE_TTL, StoreRef, catalog
 from lastgood.ui.tables import column_config, export_buttons
 
@@ -51,19 +52,27 @@ def _use_example() -> None:
 
 
 def render_editor() -> str:
-    """The example picker and the editor; the query to run ('' for none)."""
-    st.selectbox("Example queries", [e["title"] for e in examples()], index=None, key=EXAMPLE_KEY,
-                 placeholder="Pick an example to load it into the editor", on_change=_use_example)
-    st.text_area("Query (one SELECT over the views below; Ctrl+Enter runs it)", key=QUERY_KEY, height=150)
+    """The example picker and the editor, drawn at the end of the page run into a slot placed here
+    (the browser builds the result's grid first, the widgets' code after it); the query to run
+    ('' for none): the editor's state, set before the run by a link, an example or the editor."""
+    slot = st.container()
+    after_page(lambda: _draw_editor(slot))
     return str(st.session_state.get(QUERY_KEY) or "").strip()
+
+
+def _draw_editor(slot: Any) -> None:
+    with slot:
+        st.selectbox("Example queries", [e["title"] for e in examples()], index=None, key=EXAMPLE_KEY,
+                     placeholder="Pick an example to load it into the editor", on_change=_use_example)
+        st.text_area("Query (one SELECT over the views below; Ctrl+Enter runs it)", key=QUERY_KEY, height=150)
 
 
 def render_views() -> None:
     """The views and their columns (docs/sql.md), in an expander."""
-    with st.expander("Views and their columns"):
-        for view in describe_views():
-            st.markdown(f"**`{view['name']}`** — {md_escape(view['description'])}")
-            st.caption(", ".join(f"`{c['name']}` {c['type']}" for c in view["columns"]))
+    with st.expander("Views and their columns"):  # one block: each element costs the browser a render
+        st.markdown("\n\n".join(f"**`{view['name']}`** — {md_escape(view['description'])}  \n"
+                                 + ", ".join(f"`{c['name']}` {c['type']}" for c in view["columns"])
+                                 for view in describe_views()))
 
 
 @st.cache_data(ttl=CACHE_TTL, max_entries=32, show_spinner=False)
