@@ -116,6 +116,21 @@ def test_incremental_parents_heads_pins_and_journaled_targets_are_always_kept(tm
     assert NativeWriter(url, create=False).load_head_state("run-0") == agent_state(2)
 
 
+def test_a_chain_of_patches_no_rule_keeps_is_walked_to_its_full_checkpoint(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    write_store(url, runs=1, steps=8)  # full_every=4: 0 and 4 full; 5, 6, 7 patch on the one before
+    catalog, store = _open(tmp_path, url)
+    by_step = {r["step"]: r["checkpoint_id"] for r in queries.list_checkpoints(catalog, store.store_id)}
+    plan = retention.plan_prune(catalog, store, Policy(last=1), now=NOW)
+    keep = {r["checkpoint_id"]: r["reasons"] for r in plan.checkpoints(keep=True)}
+    assert "last 1" in keep[by_step[7]]
+    assert keep[by_step[6]] == [f"needed by {by_step[7]} (incremental)"]  # two steps through checkpoints
+    assert keep[by_step[5]] == [f"needed by {by_step[6]} (incremental)"]  # no rule keeps, to the full one
+    assert keep[by_step[4]] == [f"needed by {by_step[5]} (incremental)"]
+    assert {r["checkpoint_id"] for r in plan.checkpoints(keep=False)} == {by_step[s] for s in range(4)}
+    assert plan.summary["kept_by"]["needed: incremental"] == 3
+
+
 def test_stale_runs_go_whole_unless_pinned_and_undo_refuses_a_run_written_since(tmp_path: Path) -> None:
     url = str(tmp_path / "store")
     writer = NativeWriter(url)

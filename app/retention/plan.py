@@ -209,13 +209,14 @@ def policy_keeps(times: list[tuple[str, datetime | None]], policy: Policy, now: 
             printf('%012d', position) AS checkpoint_id, created_at, 0::BIGINT AS step, 0::BIGINT AS size_bytes,
             {sql_statuses(Status.OK)} AS status, coalesce(make_timestamp(epoch_us(created_at)), TIMESTAMP '1970-01-01') AS t,
             row_number() OVER (PARTITION BY run_id ORDER BY created_at DESC NULLS LAST, position DESC) - 1 AS nr,
-            count(*) OVER (PARTITION BY run_id) AS n FROM lg_input""")
+            count(*) OVER (PARTITION BY run_id) AS n, NULL::VARCHAR AS incr_parent FROM lg_input""")
         _temp_table(con, "lg_protected", {"run_id": ("VARCHAR", []), "namespace": ("VARCHAR", []),
                                           "checkpoint_id": ("VARCHAR", []), "reason": ("VARCHAR", []),
                                           "holds_run": ("BOOLEAN", [])})
-        con.execute(f"CREATE TEMP TABLE lg_plan_edges AS SELECT * FROM (SELECT {', '.join(f'NULL::VARCHAR AS {c}' for c in jr.EDGE_COLUMNS)}) WHERE false")
+        _empty_edges(con)
         _register_cutoffs(con, policy, now)
-        rows = con.execute(f"SELECT checkpoint_id, reasons FROM ({_keep_sql(policy, now)}) AS r").fetchall()
+        _keep(con, policy, now)
+        rows = con.execute("SELECT checkpoint_id, reasons FROM lg_plan_result").fetchall()
     finally:
         con.close()
     found = {cid: reasons for cid, reasons in rows}
@@ -232,20 +233,21 @@ def _evaluate(con: Any, catalog: Catalog, store: OpenStore, backend: jr.Retentio
                                   step DESC NULLS LAST, checkpoint_id DESC) - 1 AS nr,
                count(*) OVER (PARTITION BY run_id, namespace ORDER BY created_at DESC NULLS LAST,
                                   step DESC NULLS LAST, checkpoint_id DESC
-                              ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS n
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS n,
+               CASE WHEN kind = 'incremental' THEN parent_id END AS incr_parent
         FROM checkpoints WHERE store_id = $sid AND status <> {sql_statuses(Status.INCOMPLETE)}""", {"sid": sid})
     try:
         _register_protected(con, catalog, store, entries)
         _register_cutoffs(con, policy, now)
         _register_edges(con, backend, sid)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE lg_plan_result AS {_keep_sql(policy, now)}")
+        _keep(con, policy, now)
         summary, per_run = _summaries(con)
         kept = con.sql(f"SELECT {', '.join(KEPT_FIELDS)} FROM lg_plan_result WHERE keep").to_arrow_table()
         forgotten = (con.sql(f"SELECT {', '.join(FORGOTTEN_FIELDS)} FROM lg_plan_result WHERE NOT keep").to_arrow_table()
                      if details else None)
         return kept, forgotten, summary, per_run
     finally:
-        for name in ("lg_plan_base", "lg_plan_edges", "lg_protected", "lg_cutoffs", "lg_plan_result"):
+        for name in ("lg_plan_base", "lg_plan_edges", "lg_protected", "lg_cutoffs", "lg_plan_result", "lg_plan_fresh"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -293,14 +295,18 @@ def _register_cutoffs(con: Any, policy: Policy, now: datetime) -> None:
                                     "cutoff": ("TIMESTAMP", cutoffs)})
 
 
+def _empty_edges(con: Any) -> None:
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE lg_plan_edges AS SELECT * FROM
+        (SELECT {', '.join(f'NULL::VARCHAR AS {c}' for c in jr.EDGE_COLUMNS)}) WHERE false""")
+
+
 def _register_edges(con: Any, backend: jr.RetentionBackend, store_id: int) -> None:
-    """Dependency edges: the common model's (an incremental checkpoint is a patch against its parent)
-    in SQL, and the reader's for the rows it asks for (``dependency_rows``: ``{column: values}``, a
-    row matching any; ``dependency_metadata`` the same for which rows carry their metadata)."""
+    """The reader's dependency edges (``lg_plan_edges``), for the rows it asks for (``dependency_rows``:
+    ``{column: values}``, a row matching any; ``dependency_metadata`` the same for which rows carry
+    their metadata). The common model's (an incremental checkpoint is a patch against its parent)
+    are ``lg_plan_base.incr_parent``, read in the same scan as the rest."""
     where = f"store_id = {int(store_id)} AND status <> {sql_statuses(Status.INCOMPLETE)}"
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE lg_plan_edges AS SELECT run_id, namespace, checkpoint_id,
-        namespace AS needs_namespace, parent_id AS needs_id, 'incremental' AS rule FROM checkpoints
-        WHERE {where} AND kind = 'incremental' AND parent_id IS NOT NULL""")
+    _empty_edges(con)
     rows_filter = _matching(con, getattr(backend, "dependency_rows", None), "lg_rows")
     meta_filter = _matching(con, getattr(backend, "dependency_metadata", None), "lg_meta")
     meta = "CAST(metadata AS VARCHAR)" if meta_filter == "TRUE" else f"CASE WHEN {meta_filter} THEN CAST(metadata AS VARCHAR) END"
@@ -360,49 +366,94 @@ def _count(n: int) -> str:
     return "all" if n == UNLIMITED else str(n)
 
 
+def _keep(con: Any, policy: Policy, now: datetime) -> None:
+    """``lg_plan_result``: every row of ``lg_plan_base``, kept or not and why. The rules and what is
+    always kept in one pass; then what kept checkpoints need (:data:`_FRESH_SQL`), walked only when
+    some of it is not kept already, and marked kept with the least id that needs it."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE lg_plan_result AS {_keep_sql(policy, now)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE lg_plan_fresh AS {_KEPT_KEYS} {_FRESH_SQL}")
+    if con.execute("SELECT count(*) FROM lg_plan_fresh").fetchone()[0]:
+        con.execute(f"""UPDATE lg_plan_result r
+            SET keep = TRUE, reasons = ['needed by ' || n.by_id || ' (' || n.rule || ')']
+            FROM ({_KEPT_KEYS} {_WALK_SQL}) n
+            WHERE r.run_id = n.run_id AND r.namespace = n.namespace AND r.checkpoint_id = n.checkpoint_id""")
+
+
 def _keep_sql(policy: Policy, now: datetime) -> str:
     firsts, ranks, reasons = _rule_columns(policy)
     if not policy.checkpoint_rules:
         reasons = [f"CASE WHEN stale THEN 'stale run held whole: something in it is pinned or journaled' "
                    f"ELSE 'run touched within {policy.runs_within}' END"]
-    stale = "FALSE"
-    if policy.runs_within is not None and not policy.runs_within.zero:
-        cutoff = policy.runs_within.before(now)
-        stale = "TRUE" if cutoff is None else f"NOT (r.last_t > TIMESTAMP '{cutoff.replace(tzinfo=None).isoformat()}')"
     return f"""
 WITH firsts AS (SELECT *{''.join(', ' + f for f in firsts)} FROM lg_plan_base
                 WINDOW w AS (PARTITION BY run_id, namespace ORDER BY nr)),
 ranked AS (SELECT *{''.join(', ' + r for r in ranks)} FROM firsts
            WINDOW w AS (PARTITION BY run_id, namespace ORDER BY nr)),
-runs AS (SELECT b.run_id, max(b.t) AS last_t,
+{_stale_sql(policy, now)},
+ruled AS (SELECT x.*, list_filter([{', '.join(reasons)}], lambda v: v IS NOT NULL) AS policy_reasons
+          FROM staled x{_cutoffs_join(policy)}),
+prot AS (SELECT run_id, namespace, checkpoint_id, list(reason ORDER BY reason) AS always FROM lg_protected GROUP BY ALL),
+kept0 AS (SELECT u.run_id, u.namespace, u.checkpoint_id, u.created_at, u.step, u.size_bytes, u.status, u.incr_parent,
+                 u.stale AND NOT u.held AS stale,
+                 CASE WHEN u.stale AND NOT u.held THEN []
+                      ELSE list_concat(coalesce(p.always, []), u.policy_reasons) END AS reasons
+          FROM ruled u LEFT JOIN prot p USING (run_id, namespace, checkpoint_id))
+SELECT *, len(reasons) > 0 AS keep FROM kept0
+"""
+
+
+def _stale_sql(policy: Policy, now: datetime) -> str:
+    """``staled``: each row with ``stale`` (its run goes whole under --keep-runs-within) and ``held``
+    (something in its run is pinned or journaled); without that rule neither (no pass over the runs)."""
+    if policy.runs_within is None or policy.runs_within.zero:
+        return "staled AS (SELECT x.*, FALSE AS held, FALSE AS stale FROM ranked x)"
+    cutoff = policy.runs_within.before(now)
+    stale = "TRUE" if cutoff is None else f"NOT (r.last_t > TIMESTAMP '{cutoff.replace(tzinfo=None).isoformat()}')"
+    return f"""runs AS (SELECT b.run_id, max(b.t) AS last_t,
                 bool_or(p.holds_run) FILTER (WHERE p.holds_run) AS held
          FROM lg_plan_base b LEFT JOIN lg_protected p USING (run_id, namespace, checkpoint_id) GROUP BY 1),
 staled AS (SELECT x.*, coalesce(r.held, FALSE) AS held, ({stale}) AS stale
-           FROM ranked x JOIN runs r USING (run_id)),
-ruled AS (SELECT x.*, list_filter([{', '.join(reasons)}], lambda v: v IS NOT NULL) AS policy_reasons
-          FROM staled x LEFT JOIN lg_cutoffs c USING (run_id, namespace)),
-prot AS (SELECT run_id, namespace, checkpoint_id, list(reason ORDER BY reason) AS always FROM lg_protected GROUP BY ALL),
-kept0 AS (SELECT u.*, CASE WHEN u.stale AND NOT u.held THEN []
-                           ELSE list_concat(coalesce(p.always, []), u.policy_reasons) END AS reasons0
-          FROM ruled u LEFT JOIN prot p USING (run_id, namespace, checkpoint_id)),
-need AS (
+           FROM ranked x JOIN runs r USING (run_id))"""
+
+
+def _cutoffs_join(policy: Policy) -> str:
+    """--keep-within's per-run cutoffs (``c``), joined only when the rule is given."""
+    if policy.within is None or policy.within.zero:
+        return ""
+    return " LEFT JOIN lg_cutoffs c USING (run_id, namespace)"
+
+
+# What kept checkpoints need, transitively: the incremental parent of each (``incr_parent``) and the
+# reader's edges. The walk goes on only from checkpoints no rule keeps (a kept one's own needs are
+# walked from it anyway), so it is skipped when every needed checkpoint is kept already; a needed
+# checkpoint's reason names the least id that needs it, as a walk from every kept one would.
+_KEPT_KEYS = "WITH kept_keys AS (SELECT run_id, namespace, checkpoint_id, incr_parent FROM lg_plan_result WHERE keep)"
+_FRESH_SQL = """, seeds AS (SELECT run_id, namespace AS needs_namespace, incr_parent AS needs_id,
+                        checkpoint_id AS by_id, 'incremental' AS rule FROM kept_keys WHERE incr_parent IS NOT NULL
+                 UNION ALL
+                 SELECT e.run_id, e.needs_namespace, e.needs_id, e.checkpoint_id, e.rule
+                 FROM kept_keys k JOIN lg_plan_edges e ON e.run_id = k.run_id AND e.namespace = k.namespace
+                      AND e.checkpoint_id = k.checkpoint_id)
+SELECT s.* FROM seeds s ANTI JOIN kept_keys k ON k.run_id = s.run_id AND k.namespace = s.needs_namespace
+     AND k.checkpoint_id = s.needs_id"""
+_WALK_SQL = """, walk(run_id, namespace, checkpoint_id, by_id, rule) AS MATERIALIZED (
     WITH RECURSIVE walk(run_id, namespace, checkpoint_id, by_id, rule) AS (
-        SELECT e.run_id, e.needs_namespace, e.needs_id, e.checkpoint_id, e.rule
-        FROM kept0 k JOIN lg_plan_edges e ON e.run_id = k.run_id AND e.namespace = k.namespace
-             AND e.checkpoint_id = k.checkpoint_id
-        WHERE len(k.reasons0) > 0
+        SELECT run_id, needs_namespace, needs_id, by_id, rule FROM lg_plan_fresh
         UNION
-        SELECT e.run_id, e.needs_namespace, e.needs_id, e.checkpoint_id, e.rule
-        FROM walk w JOIN lg_plan_edges e ON e.run_id = w.run_id AND e.namespace = w.namespace
-             AND e.checkpoint_id = w.checkpoint_id)
-    SELECT run_id, namespace, checkpoint_id, min(by_id) AS by_id, min(rule) AS rule FROM walk GROUP BY ALL)
-SELECT k.run_id, k.namespace, k.checkpoint_id, k.created_at, k.step, k.size_bytes, k.status,
-       k.stale AND NOT k.held AS stale,
-       len(k.reasons0) > 0 OR n.checkpoint_id IS NOT NULL AS keep,
-       CASE WHEN n.checkpoint_id IS NULL OR len(k.reasons0) > 0 THEN k.reasons0
-            ELSE ['needed by ' || n.by_id || ' (' || n.rule || ')'] END AS reasons
-FROM kept0 k LEFT JOIN need n USING (run_id, namespace, checkpoint_id)
-"""
+        SELECT x.run_id, x.needs_namespace, x.needs_id, x.checkpoint_id, x.rule
+        FROM (SELECT b.run_id, b.namespace, b.checkpoint_id, b.namespace AS needs_namespace,
+                     b.incr_parent AS needs_id, 'incremental' AS rule
+              FROM walk w JOIN lg_plan_base b ON b.run_id = w.run_id AND b.namespace = w.namespace
+                   AND b.checkpoint_id = w.checkpoint_id
+              WHERE b.incr_parent IS NOT NULL
+              UNION ALL
+              SELECT e.run_id, e.namespace, e.checkpoint_id, e.needs_namespace, e.needs_id, e.rule
+              FROM walk w JOIN lg_plan_edges e ON e.run_id = w.run_id AND e.namespace = w.namespace
+                   AND e.checkpoint_id = w.checkpoint_id) x
+        ANTI JOIN kept_keys k ON k.run_id = x.run_id AND k.namespace = x.needs_namespace
+             AND k.checkpoint_id = x.needs_id)
+    SELECT * FROM walk)
+SELECT run_id, namespace, checkpoint_id, min(by_id) AS by_id, min(rule) AS rule FROM walk GROUP BY ALL"""
 
 
 def _summaries(con: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -25,7 +25,6 @@ from lastgood.readers.langgraph.retention_progress import PARENTS, PROGRESS
 from lastgood.readers.native.archive import default_archive_beside
 
 TIMEOUT = 30.0
-MMAP_LIMIT = 2**31
 _KEYS = """json_each(?) AS k CROSS JOIN {table} {alias} ON {alias}.thread_id = k.value ->> 0
     AND {alias}.checkpoint_ns = k.value ->> 1 AND {alias}.checkpoint_id = k.value ->> 2"""
 _LEN = "typeof({c}) || ':' || coalesce(length({c}), 0)"
@@ -68,9 +67,7 @@ class SqliteRetention(LangGraphRetention):
             conn = sqlite3.connect(uri, uri=True, timeout=TIMEOUT, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise ReaderError(f"{self.path}: cannot open: {exc}") from None
-        if read_only:
-            conn.execute(f"PRAGMA mmap_size = {min(self.path.stat().st_size, MMAP_LIMIT)}")  # fewer read calls
-        else:
+        if not read_only:  # (reads are not memory-mapped: a prune's memory stays a batch's, not the file's)
             conn.execute("PRAGMA secure_delete = FAST")
         return conn
 
@@ -180,18 +177,25 @@ class SqliteRetention(LangGraphRetention):
     # ---- dependencies -------------------------------------------------------------------------
 
     def _interrupted(self, conn: Any) -> set[Key]:
-        if not self._has_writes(conn):
-            return set()
-        rows = conn.execute("""SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM writes
-            WHERE idx < 0 AND channel = '__interrupt__'""").fetchall()
-        return {tuple(r) for r in rows}
+        return self._special_writes(conn)[0]
 
     def _senders(self, conn: Any) -> set[Key]:
-        if not self._has_writes(conn):
-            return set()
-        rows = conn.execute("""SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM writes
-            WHERE channel = '__pregel_tasks'""").fetchall()
-        return {tuple(r) for r in rows}
+        return self._special_writes(conn)[1]
+
+    def _special_writes(self, conn: Any) -> tuple[set[Key], set[Key]]:
+        """Checkpoints with a pending ``__interrupt__``, and those with ``__pregel_tasks`` writes: one
+        pass over ``writes`` for both (remembered for the connection that asked)."""
+        cached = self.__dict__.get("_special")
+        if cached is not None and cached[0] is conn:
+            return cached[1]
+        found: tuple[set[Key], set[Key]] = (set(), set())
+        if self._has_writes(conn):
+            rows = conn.execute("""SELECT thread_id, checkpoint_ns, checkpoint_id,
+                max(idx < 0 AND channel = '__interrupt__'), max(channel = '__pregel_tasks') FROM writes
+                WHERE channel IN ('__interrupt__', '__pregel_tasks') GROUP BY 1, 2, 3""").fetchall()
+            found = ({(t, ns, c) for t, ns, c, i, _ in rows if i}, {(t, ns, c) for t, ns, c, _, s in rows if s})
+        self.__dict__["_special"] = (conn, found)
+        return found
 
     def _versions(self, conn: Any, keys: Sequence[Key]) -> dict[Key, Any]:
         rows = conn.execute(f"""SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.type, c.checkpoint

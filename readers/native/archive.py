@@ -33,7 +33,8 @@ import json
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -82,7 +83,6 @@ class Archive:
         self.url = url
         fs, self.root = open_fs(url, storage_options)
         self.fs = full_fs(fs)
-        self._made: set[str] = set()
 
     def _path(self, relative: str) -> str:
         return safe_join(self.root, relative)
@@ -126,18 +126,15 @@ class Archive:
         atomic_write(self.fs, self._path(manifest_path(action_id)), body)
         return manifest, "sha256:" + hashlib.sha256(body).hexdigest()
 
-    def _put_many(self, pool: ThreadPoolExecutor, files: list[tuple[str, bytes]]) -> Any:
-        """Write a batch of bundles (in the pool, local; one concurrent PUT batch, object stores)."""
-        if not files:
-            return None
+    def _put(self, pool: ThreadPoolExecutor, location: str, data: bytes) -> Future[str]:
+        """Write one pack; its sha256. Local: in the pool, hashed there too (hashing a big buffer
+        lets go of the GIL, so it overlaps the reading of the next rows); object stores: a PUT."""
         if not is_local(self.fs):
-            self.fs.pipe({self._path(loc): data for loc, data in files})
-            return None
-        paths = [(self._path(loc), data) for loc, data in files]
-        for folder in {posixpath.dirname(p) for p, _ in paths} - self._made:
-            os.makedirs(folder, exist_ok=True)
-            self._made.add(folder)
-        return pool.submit(_write_files, paths)
+            done: Future[str] = Future()
+            self.fs.pipe({self._path(location): data})
+            done.set_result(nf.sha256_text(data))
+            return done
+        return pool.submit(_hash_and_write, self._path(location), data)
 
     def _sync(self) -> None:
         if is_local(self.fs):
@@ -247,51 +244,66 @@ class _Packer:
         location = pack_location(self.thread, self.action_id, n)
         data = msgpack.packb({BUNDLE_TAG: 1, "source": self.kind, "action_id": self.action_id,
                               "run": list(self.thread), "checkpoints": self.current}, use_bin_type=True)
-        digest = nf.sha256_text(data)
-        for cid in self.current:
-            self.entries.append([*self.thread, cid, location, digest, len(data), self.fingerprints[cid]])
-        self.lines.append(_pack_line(self.thread, self.action_id, self.packs, self.kind, location, data, digest,
-                                     len(self.current), self.newest))
+        checkpoints = [(cid, self.fingerprints[cid]) for cid in self.current]
+        pack = _Pack(self.thread, location, len(data), self.packs, checkpoints, self.newest)
         self.bytes += len(data)
         self.packs += 1
-        self.jobs.append(self.archive._put_many(self.pool, [(location, data)]))
+        self.jobs.append((self.archive._put(self.pool, location, data), pack))
         self.current, self.fingerprints, self.newest, self.size = {}, {}, None, 0
         self.wait(2 * WRITERS)
         if self.progress:
             self.progress("archive", len(self.entries), self.total)
 
     def wait(self, keep: int) -> None:
-        """Bounded memory: wait for the oldest writes until at most ``keep`` are in flight."""
+        """Bounded memory: wait for the oldest writes until at most ``keep`` are in flight; each
+        written pack's manifest entries and catalog line, in the order the packs were made."""
         while len(self.jobs) > keep:
-            job = self.jobs.pop(0)
-            if job is not None:
-                job.result()
+            job, pack = self.jobs.pop(0)
+            digest = job.result()
+            for cid, fingerprint in pack.checkpoints:
+                self.entries.append([*pack.thread, cid, pack.location, digest, pack.size, fingerprint])
+            self.lines.append(_pack_line(pack.thread, self.action_id, pack.number, self.kind, pack.location,
+                                         pack.size, digest, len(pack.checkpoints), pack.newest))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pack:
+    """A pack being written: what its manifest entries and catalog line need once its sha256 is known."""
+
+    thread: tuple[str, str]
+    location: str
+    size: int
+    number: int
+    checkpoints: list[tuple[str, str]]  # (checkpoint id, fingerprint)
+    newest: Any
 
 
 def _plain_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (nf.iso(v) if isinstance(v, datetime) else v) for k, v in fields.items()}
 
 
-def _pack_line(thread: tuple[str, str], action_id: str, n: int, kind: str, location: str, data: bytes,
+def _pack_line(thread: tuple[str, str], action_id: str, n: int, kind: str, location: str, size: int,
                digest: str, count: int, newest: Any) -> bytes:
     """The catalog entry of one pack (a checkpoint of the archive store)."""
     meta = {"lastgood_archive": {"action_id": action_id, "source": kind, "checkpoints": count}}
     row = {"run_id": thread[0], "namespace": thread[1], "checkpoint_id": f"{action_id}.{n}", "parent_id": None,
            "step": None, "created_at": nf.iso(newest) if isinstance(newest, datetime) else newest,
-           "trigger": "manual", "kind": "full", "size_bytes": len(data), "checksum": digest, "agent": None,
+           "trigger": "manual", "kind": "full", "size_bytes": size, "checksum": digest, "agent": None,
            "codec": "msgpack", "location": location, "metadata": json.dumps(meta, sort_keys=True)}
     return json.dumps(row, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
-def _write_files(files: list[tuple[str, bytes]]) -> None:
-    for item in files:
-        _write_file(item)
-
-
-def _write_file(item: tuple[str, bytes]) -> None:
-    path, data = item
-    with open(path, "wb") as handle:
+def _hash_and_write(path: str, data: bytes) -> str:
+    """Write a pack (its run's folder made when missing: in the writer, where a slow filesystem's
+    metadata calls overlap the reading) and return its sha256."""
+    try:
+        handle = open(path, "wb")
+    except FileNotFoundError:
+        os.makedirs(posixpath.dirname(path), exist_ok=True)
+        handle = open(path, "wb")
+    with handle:
         handle.write(data)
+    return nf.sha256_text(data)
 
 
 def _read_file(path: str) -> bytes | None:
