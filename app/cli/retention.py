@@ -253,9 +253,9 @@ def render_result(result: dict[str, Any], store: str) -> str:
 
     if not result["action_id"]:
         return "prune: nothing to forget (nothing written)" + ("\n" + render_space(result["space"]) if result.get("space") else "")
-    verb = "restored" if result["action"] == "undo" else "archived and deleted"
+    verb = "restored" if result["action"] == "undo" else "archived and removed from the store"
     lines = [f"{result['action']} {result['action_id']}: {verb} {result['checkpoints']:,} checkpoint(s) "
-             f"({_bytes(result['bytes'])} archived bundles) — archive {result['archive']}"]
+             f"({_bytes(result['bytes'])} archived) — archive {result['archive']}"]
     if result.get("reparented"):
         lines.append(f"  {result['reparented']:,} kept checkpoint(s) " + ("got their parent back" if result["action"] == "undo"
                      else "lost their parent (it went): as LangGraph's own prune does"))

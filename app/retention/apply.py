@@ -72,8 +72,10 @@ def apply_prune(catalog: Catalog, store: OpenStore, plan: PrunePlan, *, reason: 
     outcome = backend.prune(request)
     if refresh:
         refresh_index(catalog, store)
+    note = outcome.entry.get("note") if isinstance(outcome.entry.get("note"), dict) else {}
+    archive = note.get("archive") or plan.archive  # where the backend put it (a format may keep its own)
     return PruneResult(str(outcome.entry.get("id")), "prune", False, outcome.checkpoints, outcome.bytes,
-                       plan.archive, outcome.reparented, outcome.skipped, outcome.space,
+                       archive, outcome.reparented, outcome.skipped, outcome.space,
                        policy=plan.policy.to_dict(), summary=plan.summary)
 
 

@@ -5,7 +5,8 @@ checkpoint is each ``checkpoint-N/`` it holds (id ``checkpoint-N``, step N). Wha
 ``Trainer.train(resume_from_checkpoint=True)`` resumes from is
 ``transformers.trainer_utils.get_last_checkpoint``: the ``checkpoint-N`` folder with the highest
 N, contents unchecked — that is the run's head. Recovery moves the later folders aside (see
-:mod:`.recovery`). Modules: :mod:`.layout` (folders, ids, heads), :mod:`.trainer_state`
+:mod:`.recovery`); a prune moves pruned folders into ``.lastgood/archive/<action>/`` (see
+:mod:`.retention`). Modules: :mod:`.layout` (folders, ids, heads), :mod:`.trainer_state`
 (``trainer_state.json``: triggers, logged metrics, loss spikes), :mod:`.reader`,
-:mod:`.recovery`.
+:mod:`.recovery`, :mod:`.retention`.
 """

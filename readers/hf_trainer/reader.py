@@ -26,10 +26,12 @@ from lastgood.readers.base import (
     MetricPoint,
     Scan,
     Status,
+    backend_named,
 )
 from lastgood.readers.hf_trainer import layout
 from lastgood.readers.hf_trainer import trainer_state as ts
 from lastgood.readers.hf_trainer.layout import ARGS, STATE, Found, Run
+from lastgood.readers.journal import RetentionBackend
 from lastgood.readers.modelfiles.allow import TRAINER_ALLOW
 from lastgood.readers.modelfiles.checks import Problem
 from lastgood.readers.modelfiles.folderreader import TORCH_SUFFIXES, Parts, RunFolderReader
@@ -64,6 +66,10 @@ class HfTrainerReader(RunFolderReader[Run]):
         """A folder (or one of its subfolders) with ``checkpoint-N/`` folders, one of which holds
         ``trainer_state.json`` or ``training_args.bin``."""
         return _sniff(folder)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: checkpoint folders moved by rename into ``.lastgood/archive/`` (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.hf_trainer.retention:TrainerRetention", self)  # type: ignore[return-value]
 
     # ---- listing --------------------------------------------------------------------
 
