@@ -26,6 +26,7 @@ from lastgood.readers.hf_trainer.retention import ARCHIVE, TrainerRetention
 from lastgood.retention.policy import Policy
 from lastgood.stores import index_store
 from tests.helpers import lastgood_cli
+from tests.training_stores import stamp_in_order
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "training" / "hf_trainer"
 PRUNED = {"checkpoint-8", "checkpoint-24", "checkpoint-32"}  # keep-last 1: the head 40 and the best 16 stay
@@ -33,8 +34,11 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers.trainer_utils.PRE
 
 
 def _copy(tmp_path: Path) -> Path:
+    """The sample's checkpoints, their files' times in step order as the Trainer wrote them (a git
+    checkout gives them all the checkout's time, in any order)."""
     out = tmp_path / "out"
     shutil.copytree(SAMPLE, out)
+    stamp_in_order(out, "checkpoint-*")
     return out
 
 
