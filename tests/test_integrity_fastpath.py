@@ -42,7 +42,8 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, float):
         return a == b or (math.isnan(a) and math.isnan(b))
     if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        return len(a) == len(b) and all(same(ka, kb) and same(va, vb)  # keys too: a NaN key equals a NaN key
+                                        for (ka, va), (kb, vb) in zip(a.items(), b.items()))
     if isinstance(a, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b
