@@ -37,8 +37,10 @@ def server(damaged_store: DemoStore, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _findings_grid(page):
-    """The findings table: the page's second (runs, findings, then "Findings by check" folded away)."""
-    return page.get_by_test_id("stDataFrame").nth(1)
+    """The findings table: the first table after its caption ("… finding(s) about a checkpoint"), not
+    a position among the page's tables (a table still being drawn under load shifts positions)."""
+    return page.locator("xpath=//*[contains(text(), 'finding(s) about a checkpoint')]"
+                        "/following::*[@data-testid='stDataFrame'][1]").first
 
 
 def _table_csv(page, grid) -> list[dict[str, str]]:
