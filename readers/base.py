@@ -248,12 +248,13 @@ def rows_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     for f in schema:
         values = [row.get(f.name) for row in rows]
         if pa.types.is_timestamp(f.type):
-            values = [_micros(v) for v in values]
+            values = [epoch_micros(v) for v in values]
         columns.append(pa.array(values, f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _micros(value: Any) -> int | None:
+def epoch_micros(value: Any) -> int | None:
+    """Microseconds since the Unix epoch of a datetime (naive: UTC) or an int (as it is); None stays None."""
     if value is None:
         return None
     if isinstance(value, datetime):

@@ -9,13 +9,12 @@ and ``events_table`` for the formats that list plain lists: CrewAI, pydantic-gra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from itertools import repeat
 from operator import is_not
 from typing import Any
 
 from lastgood.readers import base as readers_base
-from lastgood.readers.base import EPOCH, EventRecord
+from lastgood.readers.base import EventRecord, epoch_micros
 from lastgood.readers.common.lazy import installed, lazy_module
 
 pa = lazy_module("pyarrow")
@@ -172,12 +171,6 @@ def events_table(events: Sequence[EventRecord]) -> Any:
     schema = readers_base.EVENT_SCHEMA
     arrays = {name: string_array([getattr(e, name) for e in events])
               for name in schema.names if name != "created_at"}
-    arrays["created_at"] = timestamps([_micros(e.created_at) for e in events])
+    arrays["created_at"] = timestamps([epoch_micros(e.created_at) for e in events])
     return pa.Table.from_pydict({name: arrays[name] for name in schema.names}, schema=schema)
 
-
-def _micros(at: datetime | None) -> int | None:
-    if at is None:
-        return None
-    delta = at - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

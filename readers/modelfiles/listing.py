@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from lastgood.readers.base import EPOCH, CheckpointRecord, lazy_schema
+from lastgood.readers.base import CheckpointRecord, epoch_micros, lazy_schema
 from lastgood.readers.common.columns import int64_array, pa, strings_of, timestamps
 
 
@@ -27,15 +26,7 @@ def _column(records: Sequence[CheckpointRecord], name: str, kind: Any) -> Any:
     if name == "metadata":
         return strings_of([json.dumps(dict(r.metadata), default=str, sort_keys=True) for r in records])
     if name == "created_at":
-        return timestamps([_micros(r.created_at) for r in records])
+        return timestamps([epoch_micros(r.created_at) for r in records])
     values = [getattr(r, name) for r in records]
     return int64_array(values) if pa.types.is_integer(kind) else strings_of(values)
 
-
-def _micros(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

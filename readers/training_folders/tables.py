@@ -4,12 +4,11 @@ second: no per-row dict, metadata serialised with orjson)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lastgood.readers.base import EPOCH, CheckpointRecord, lazy_schema
+from lastgood.readers.base import CheckpointRecord, epoch_micros, lazy_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,7 +24,7 @@ def records_table(records: Sequence[CheckpointRecord]) -> pa.Table:
         if f.name == "metadata":
             values: list[Any] = [_json(r.metadata) for r in records]
         elif f.name == "created_at":
-            values = [_micros(r.created_at) for r in records]
+            values = [epoch_micros(r.created_at) for r in records]
         else:
             values = [getattr(r, f.name) for r in records]
         columns.append(pa.array(values, f.type))
@@ -62,11 +61,3 @@ def micros(seconds: float | None) -> int | None:
 def _json(value: Any) -> str:
     return orjson.dumps(dict(value), option=orjson.OPT_SORT_KEYS, default=str).decode()
 
-
-def _micros(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
