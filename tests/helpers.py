@@ -89,3 +89,34 @@ def rows_and_findings(catalog: Any) -> tuple[list[tuple], list[tuple]]:
         found = con.execute("""SELECT checkpoint_id, "check", severity, message, depth FROM findings
                                ORDER BY ALL""").fetchall()
     return rows, found
+
+
+def langgraph_db(request: Any, tmp_path: Path, name: str) -> tuple[str, Any]:
+    """(store URL, a context manager giving a fresh LangGraph saver on it) for a ``db`` fixture
+    parametrized ``sqlite``/``postgres``: a SQLite file in ``tmp_path``, or a new PostgreSQL database."""
+    import sqlite3
+    from contextlib import contextmanager
+
+    if request.param == "sqlite":
+        path = tmp_path / "lg.sqlite"
+
+        @contextmanager
+        def sqlite_saver() -> Any:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            conn = sqlite3.connect(str(path), check_same_thread=False)
+            try:
+                yield SqliteSaver(conn)
+            finally:
+                conn.close()
+        return str(path), sqlite_saver
+    dsn = request.getfixturevalue("pg_create_database")(name)
+
+    @contextmanager
+    def pg_saver() -> Any:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(dsn) as saver:
+            saver.setup()
+            yield saver
+    return dsn, pg_saver

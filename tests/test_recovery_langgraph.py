@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from tests.helpers import lastgood_cli
+from tests.helpers import langgraph_db, lastgood_cli
 from tests.langgraph_graphs import (
     build_delta,
     build_interrupt,
@@ -35,29 +35,7 @@ SaverFactory = Callable[[], Any]
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, SaverFactory]:
     """(store URL, a context manager giving a fresh saver on it)."""
-    if request.param == "sqlite":
-        path = tmp_path / "lg.sqlite"
-
-        @contextmanager
-        def sqlite_saver() -> Iterator[Any]:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            conn = sqlite3.connect(str(path), check_same_thread=False)
-            try:
-                yield SqliteSaver(conn)
-            finally:
-                conn.close()
-        return str(path), sqlite_saver
-    dsn = request.getfixturevalue("pg_create_database")("recovery")
-
-    @contextmanager
-    def pg_saver() -> Iterator[Any]:
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(dsn) as saver:
-            saver.setup()
-            yield saver
-    return dsn, pg_saver
+    return langgraph_db(request, tmp_path, "recovery")
 
 
 def cli(*args: str, home: Path, ok: bool = True) -> dict[str, Any]:

@@ -5,10 +5,8 @@ pending interrupt still resumes, an agent writing during the prune loses nothing
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from lastgood.readers import journal as jr
 from lastgood.readers.base import Capability, capabilities
 from lastgood.retention.policy import Duration, Policy
 from lastgood.stores import index_store
+from tests.helpers import langgraph_db
 from tests.langgraph_graphs import (build_all, build_delta, build_delta_plain, build_tools,
                                     delta_graph, plain, subgraph_graph, tool_loop_graph)
 
@@ -31,29 +30,8 @@ LATER = datetime.now(UTC) + timedelta(days=1)
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, SaverFactory]:
-    if request.param == "sqlite":
-        path = tmp_path / "lg.sqlite"
-
-        @contextmanager
-        def sqlite_saver() -> Iterator[Any]:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            conn = sqlite3.connect(str(path), check_same_thread=False)
-            try:
-                yield SqliteSaver(conn)
-            finally:
-                conn.close()
-        return str(path), sqlite_saver
-    dsn = request.getfixturevalue("pg_create_database")("retention")
-
-    @contextmanager
-    def pg_saver() -> Iterator[Any]:
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(dsn) as saver:
-            saver.setup()
-            yield saver
-    return dsn, pg_saver
+    """(store URL, a context manager giving a fresh saver on it)."""
+    return langgraph_db(request, tmp_path, "retention")
 
 
 def _listing(saver: Any) -> list[tuple[Any, ...]]:
