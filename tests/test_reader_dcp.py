@@ -268,7 +268,8 @@ def test_cli_ls_and_verify(tmp_path: Path) -> None:
 def test_capabilities() -> None:
     from lastgood.readers.dcp.reader import DcpReader
 
-    assert capabilities(DcpReader) == {Capability.CHECKS, Capability.TENSORS, Capability.RECOVERY}
+    assert capabilities(DcpReader) == {Capability.CHECKS, Capability.TENSORS, Capability.RECOVERY,
+                                      Capability.RETENTION}
 
 
 def test_any_fsspec_url_is_read_by_range() -> None:

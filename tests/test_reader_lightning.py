@@ -302,7 +302,7 @@ def test_capabilities() -> None:
     from lastgood.readers.lightning.reader import LightningReader
 
     assert capabilities(LightningReader) == {Capability.CHECKS, Capability.TENSORS, Capability.METRICS,
-                                             Capability.RECOVERY}
+                                             Capability.RECOVERY, Capability.RETENTION}
 
 
 def test_any_fsspec_url_is_read_by_range() -> None:

@@ -224,7 +224,7 @@ def test_capabilities() -> None:
     from lastgood.readers.orbax.reader import OrbaxReader
 
     assert capabilities(OrbaxReader) == {Capability.CHECKS, Capability.TENSORS, Capability.METRICS,
-                                         Capability.RECOVERY}
+                                         Capability.RECOVERY, Capability.RETENTION}
 
 
 def test_any_fsspec_url_is_read() -> None:

@@ -26,6 +26,9 @@ FIFO, a device, a link out of the store or an oversize file is refused, never re
 
 A format subclasses :class:`FileJournal`, sets ``entries_dir``/``lock_file`` and provides
 ``head``, ``prepare`` (the new head and the work), ``perform``, ``took_effect`` and ``check_head``.
+:class:`MoveOps` adds idempotent move operations (``{"op": "move", "from", "to"}``: a rename, or on an
+object store a copy then the deletes) — the work of a training store's prune and its undo, whichever
+journal the format has.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import posixpath
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -334,6 +337,48 @@ class _Kept(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class MoveOps:
+    """Idempotent move operations of an intent (what a prune and its undo do): ``apply`` renames
+    unless the move took effect already, ``applied`` says whether it did. A local rename is atomic;
+    on an object store every object is copied, then the sources deleted (an interrupted move is
+    finished by copying what is missing)."""
+
+    fs: Any
+    local: bool
+    _path: Callable[[str], str]  # the store path of a relative one (FileJournal's)
+
+    def apply(self, op: Mapping[str, Any]) -> None:
+        if op.get("op") != "move":
+            raise ValueError(f"unknown journal operation {op.get('op')!r}")
+        source, target = self._path(str(op["from"])), self._path(str(op["to"]))
+        if self.fs.exists(source) and (not self.local or not self.fs.exists(target)):
+            self._rename(source, target)
+
+    def applied(self, op: Mapping[str, Any]) -> bool:
+        return bool(self.fs.exists(self._path(str(op["to"])))) and not self.fs.exists(self._path(str(op["from"])))
+
+    def ops_took_effect(self, intent: Mapping[str, Any]) -> bool:
+        ops = intent.get("ops")
+        if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+            return False
+        return not ops or any(self.applied(op) for op in ops)
+
+    def _rename(self, src: str, dst: str) -> None:
+        if self.local:
+            os.makedirs(posixpath.dirname(dst), exist_ok=True)
+            os.rename(src, dst)
+            sync_dir(posixpath.dirname(dst))
+            sync_dir(posixpath.dirname(src))
+            return
+        fs = full_fs(self.fs)
+        files = sorted(fs.find(src))
+        done = set(fs.find(dst)) if fs.exists(dst) else set()
+        for path in files:
+            if dst + path[len(src):] not in done:
+                fs.copy(path, dst + path[len(src):])
+        fs.rm(files)
 
 
 # ---- files ------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from lastgood.readers.training_folders.listing import scan_folders
 from lastgood.readers.training_folders.moves import StepFolder, assign_ids, current_location, split_quarantined
 
 if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 
 METADATA = ".metadata"
 MAX_DEPTH = 3
@@ -76,6 +76,10 @@ class DcpReader(Reader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named("lastgood.readers.dcp.recovery:DcpRecovery", self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: step folders moved by rename into ``.lastgood/archive/`` (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.dcp.retention:DcpRetention", self)  # type: ignore[return-value]
 
     # ---- the layout ------------------------------------------------------------------------
 

@@ -23,9 +23,11 @@ from lastgood.readers.base import (
     Scan,
     Status,
     TensorEntry,
+    backend_named,
 )
 from lastgood.readers.deepspeed import layout
 from lastgood.readers.deepspeed.layout import Run, Tag
+from lastgood.readers.journal import RetentionBackend
 from lastgood.readers.modelfiles.allow import DEEPSPEED_ALLOW
 from lastgood.readers.modelfiles.checks import Problem
 from lastgood.readers.modelfiles.folderreader import Parts, RunFolderReader
@@ -53,6 +55,10 @@ class DeepSpeedReader(RunFolderReader[Run]):
         """A folder (or a subfolder) with a tag folder holding ``*_model_states.pt`` or
         ``*_optim_states.pt`` files."""
         return _sniff(folder)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: ``global_stepN/`` tag folders moved by rename into ``.lastgood/archive/`` (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.deepspeed.retention:DeepSpeedRetention", self)  # type: ignore[return-value]
 
     # ---- listing ------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from lastgood.readers.training_folders.tables import records_table
 from lastgood.readers.training_folders.folder import Folder, as_datetime
 
 if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 
 TENSOR_ROOTS = ("state_dict", "optimizer_states")
 MAX_METRIC_ROWS = 1_000_000
@@ -66,6 +66,10 @@ class LightningReader(TorchFileReader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named("lastgood.readers.lightning.recovery:LightningRecovery", self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: .ckpt files moved by rename into ``.lastgood/archive/`` (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.lightning.retention:LightningRetention", self)  # type: ignore[return-value]
 
     # ---- the layout -----------------------------------------------------------------------
 

@@ -18,14 +18,12 @@ to check the result.
 
 from __future__ import annotations
 
-import os
-import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lastgood.readers import journal as jr
-from lastgood.readers.common.filejournal import FileJournal, Prepared, durable_write, sync_dir
-from lastgood.readers.common.fsutil import full_fs, open_fs
+from lastgood.readers.common.filejournal import FileJournal, MoveOps, Prepared, durable_write
+from lastgood.readers.common.fsutil import open_fs
 
 JOURNAL = ".lastgood/journal"
 ENTRIES = f"{JOURNAL}/entries"
@@ -35,7 +33,7 @@ QUARANTINE = ".lastgood/quarantine"
 Operation = dict[str, Any]
 
 
-class OperationsJournal(FileJournal):
+class OperationsJournal(MoveOps, FileJournal):
     """``RecoveryBackend`` skeleton for folder formats (see the module docstring)."""
 
     entries_dir = ENTRIES
@@ -80,49 +78,24 @@ class OperationsJournal(FileJournal):
             self.apply(op)
 
     def took_effect(self, intent: Mapping[str, Any]) -> bool:
-        ops = intent.get("ops")
-        if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-            return False
-        return not ops or any(self.applied(op) for op in ops)
+        return self.ops_took_effect(intent)
 
     def complete(self, intent: Mapping[str, Any]) -> None:
         self.perform(intent, None)
 
-    # ---- operations: moves and atomic replaces -----------------------------------------
+    # ---- operations: moves (MoveOps) and atomic replaces ----------------------------------
 
     def apply(self, op: Operation) -> None:
         """Carry out one operation unless it already took effect (idempotent)."""
-        if op["op"] == "move":
-            if self.fs.exists(self.path(op["from"])) and (not self.local or not self.fs.exists(self.path(op["to"]))):
-                self._move(op["from"], op["to"])
-        elif op["op"] == "write":
+        if op["op"] == "write":
             durable_write(self.fs, self.path(op["path"]), op["new"].encode())
         else:
-            raise ValueError(f"unknown journal operation {op['op']!r}")
+            super().apply(op)  # a move (or ValueError)
 
     def applied(self, op: Operation) -> bool:
         if op["op"] == "move":
-            return self.fs.exists(self.path(op["to"])) and not self.fs.exists(self.path(op["from"]))
+            return super().applied(op)
         try:
             return bytes(self.fs.cat_file(self.path(op["path"]))) == op["new"].encode()
         except FileNotFoundError:
             return False
-
-    def _move(self, source: str, target: str) -> None:
-        """A folder renamed: atomic on a local filesystem; on an object store a copy of every object
-        then the deletes (an interrupted move is finished by copying what is missing)."""
-        src, dst = self.path(source), self.path(target)
-        if self.local:
-            os.makedirs(posixpath.dirname(dst), exist_ok=True)
-            os.rename(src, dst)
-            sync_dir(posixpath.dirname(dst))
-            sync_dir(posixpath.dirname(src))
-        else:  # object stores: copy each object not copied yet, then delete the sources
-            fs = full_fs(self.fs)
-            files = sorted(fs.find(src))
-            done = set(fs.find(dst)) if fs.exists(dst) else set()
-            for path in files:
-                target = dst + path[len(src):]
-                if target not in done:
-                    fs.copy(path, target)
-            fs.rm(files)

@@ -33,7 +33,7 @@ from lastgood.readers.training_folders.listing import scan_folders
 from lastgood.readers.training_folders.moves import StepFolder, assign_ids, current_location, split_quarantined
 
 if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 
 STEP = re.compile(r"^(?:.*_)?(\d+)(\.orbax-checkpoint-tmp.*)?$")
 RUN_DEPTH = 2  # step folders at the root or one folder down
@@ -61,6 +61,10 @@ class OrbaxReader(Reader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named("lastgood.readers.orbax.recovery:OrbaxRecovery", self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: step folders moved by rename into ``.lastgood/archive/`` (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.orbax.retention:OrbaxRetention", self)  # type: ignore[return-value]
 
     # ---- the layout ------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@
 - :mod:`.journal`: recovery as a format's plan over the shared journal inside the store
   (``.lastgood/journal/``, :mod:`lastgood.readers.common.filejournal`);
 - :mod:`.moves`: the recovery backend of formats whose "latest" is the newest step folder (DCP,
-  Orbax): later step folders are moved aside into ``.lastgood/quarantine/<action>/`` and back.
+  Orbax): later step folders are moved aside into ``.lastgood/quarantine/<action>/`` and back;
+- :mod:`.retention`: prune of every training store (HF Trainer, DCP, Orbax, DeepSpeed, Lightning):
+  checkpoint folders or files renamed into ``.lastgood/archive/<action>/`` and back, journaled.
 
 Nothing here reads checkpoint contents; :mod:`lastgood.readers.tensors` does.
 """

@@ -12,6 +12,10 @@ action's work here is the format's plan (every file operation, idempotent). A pl
 part-way stays as the lock's intent, marked failed; a lock left by a dead process is resolved by
 the next action: a plan that had started is finished and its entry written; one that had not is
 dropped.
+
+A prune or its undo (:mod:`.retention`) is an intent of its own kind: its work is a list of move
+operations (``{"op": "move", "from", "to"}``, :class:`~lastgood.readers.common.filejournal.MoveOps`),
+rolled forward the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lastgood.readers import journal as jr
-from lastgood.readers.common.filejournal import FileJournal, Prepared
+from lastgood.readers.common.filejournal import FileJournal, MoveOps, Prepared
 from lastgood.readers.training_folders import LASTGOOD_DIR
 from lastgood.readers.training_folders.folder import Folder
 
@@ -31,7 +35,12 @@ ARCHIVE = f"{LASTGOOD_DIR}/archive"
 QUARANTINE = f"{LASTGOOD_DIR}/quarantine"
 
 
-class FolderRecovery(FileJournal):
+def is_moves_intent(intent: Mapping[str, Any]) -> bool:
+    """A prune's or an undo's intent (its work: move operations), not a format's plan."""
+    return bool(intent.get("retention")) and "plan" not in intent
+
+
+class FolderRecovery(MoveOps, FileJournal):
     """The shared half of a ``RecoveryBackend`` over a store folder. A format provides ``head``,
     ``plan`` (the file operations that make ``change.restore_from`` the head), ``carry_out``
     (idempotent), ``started`` (did any operation of a plan take effect) and ``check_head``."""
@@ -81,8 +90,14 @@ class FolderRecovery(FileJournal):
         self.carry_out(intent["plan"])
 
     def took_effect(self, intent: Mapping[str, Any]) -> bool:
+        if is_moves_intent(intent):
+            return self.ops_took_effect(intent)
         plan = intent.get("plan")
         return isinstance(plan, dict) and self.started(plan)
 
     def complete(self, intent: Mapping[str, Any]) -> None:
+        if is_moves_intent(intent):
+            for op in intent.get("ops") or []:
+                self.apply(op)
+            return
         self.carry_out(intent["plan"])
