@@ -102,8 +102,10 @@ def test_a_format_without_retention_says_it_cannot_prune(tmp_path: Path) -> None
 
     from tests.helpers import ROOT
 
-    folder, home = tmp_path / "autogen", tmp_path / "home"
-    shutil.copytree(ROOT / "sample_data" / "autogen", folder)
+    folder, home = tmp_path / "model", tmp_path / "home"  # a save_pretrained folder: no resume pointer
+    folder.mkdir()
+    shutil.copyfile(ROOT / "sample_data" / "training" / "hf_trainer" / "checkpoint-16" / "model.safetensors",
+                    folder / "model.safetensors")
     message = cli("prune", str(folder), "--keep-last", "1", "--dry-run", home=home, rc=2)
     assert "cannot prune" in message
     assert cli("storage", str(folder), home=home)["store"]["prunable"] is False

@@ -151,8 +151,10 @@ def test_langgraph_tables_channels_and_stale_runs(tmp_path: Path, monkeypatch: p
 
 
 def test_a_format_that_cannot_prune_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder, home = tmp_path / "autogen", tmp_path / "home"
-    shutil.copytree(ROOT / "sample_data" / "autogen", folder)
+    folder, home = tmp_path / "model", tmp_path / "home"  # a save_pretrained folder: no resume pointer
+    folder.mkdir()
+    shutil.copyfile(ROOT / "sample_data" / "training" / "hf_trainer" / "checkpoint-16" / "model.safetensors",
+                    folder / "model.safetensors")
     _env(monkeypatch, home, str(folder), write=True)
     at = storage_app()
     preview = _button(at, "Preview what it would reclaim (dry run)")

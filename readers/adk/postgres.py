@@ -23,9 +23,11 @@ from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
 from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
+from lastgood.readers.base import backend_named
 from lastgood.readers.common.lazy import lazy_module
 from lastgood.readers.common.sessions import PostgresDialect
 from lastgood.readers.common.urls import display_url
+from lastgood.readers.journal import RetentionBackend
 
 # the shared Postgres helpers (which import psycopg) on first use: sniffing a SQLite file asks
 # this reader too, and must not pay psycopg's import (~0.3 s)
@@ -106,6 +108,10 @@ class AdkPostgresReader(PostgresDialect, AdkReader):
     @classmethod
     def _sniff_database(cls, url: str) -> bool:
         return is_adk_schema(pgc.postgres_schema(url))
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale sessions, archived, then deleted (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.adk.retention:AdkPostgresRetention", self)  # type: ignore[return-value]
 
     def _read(self) -> AbstractContextManager[Any]:
         """A cursor in a fresh read-only transaction on the shared connection."""

@@ -25,7 +25,9 @@ from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
 from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
+from lastgood.readers.base import backend_named
 from lastgood.readers.common.gc_pause import gc_paused
+from lastgood.readers.journal import RetentionBackend
 from lastgood.readers.adk.sqlite_fetch import fetch_all, rows_where, take_prefetched
 from lastgood.readers.common.sqlite import file_stamp, read_transaction, sqlite_path, sqlite_schema, table_columns
 
@@ -78,6 +80,10 @@ class AdkSqliteReader(AdkReader):
     @classmethod
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
         return is_adk_schema(sqlite_schema(url))
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale sessions, archived, then deleted (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.adk.retention:AdkSqliteRetention", self)  # type: ignore[return-value]
 
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read-only connection holding one read transaction (a consistent snapshot)."""

@@ -23,9 +23,11 @@ from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
 from lastgood.readers.agno.sqlite import ARCHIVE_TABLE, loads, session_runs
+from lastgood.readers.base import backend_named
 from lastgood.readers.common.lazy import lazy_module
 from lastgood.readers.common.sessions import PostgresDialect
 from lastgood.readers.common.urls import display_url
+from lastgood.readers.journal import RetentionBackend
 
 # psycopg (and the shared Postgres helpers, which import it) on first use: sniffing a SQLite file asks
 # this reader too, and must not pay psycopg's import (~0.3 s)
@@ -108,6 +110,10 @@ class AgnoPostgresReader(PostgresDialect, AgnoReader):
             return bool(agno_schemas(conn))
         finally:
             conn.close()
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale sessions, archived, then deleted (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.agno.retention:AgnoPostgresRetention", self)  # type: ignore[return-value]
 
     @contextmanager
     def _read(self, layout: bool = True) -> Iterator[Any]:

@@ -23,7 +23,9 @@ from typing import Any
 from lastgood.errors import CheckpointNotFound
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
+from lastgood.readers.base import backend_named
 from lastgood.readers.common.sqlite import read_transaction, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.journal import RetentionBackend
 
 TOKEN_VERSION = 1
 _UPD = "coalesce(updated_at, created_at)"
@@ -80,6 +82,10 @@ class AgnoSqliteReader(AgnoReader):
     @classmethod
     def sniff(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
         return is_agno_schema(sqlite_schema(url))
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale sessions, archived, then deleted (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.agno.retention:AgnoSqliteRetention", self)  # type: ignore[return-value]
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:

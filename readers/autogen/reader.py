@@ -34,7 +34,7 @@ from lastgood.readers.autogen.states import (Parsed, continues, events_of, half_
                                              state_view)
 from lastgood.readers.autogen.store import StateStore
 from lastgood.readers.common.fsutil import open_fs, read_bounded, real_root
-from lastgood.readers.journal import RecoveryBackend
+from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 
 TOKEN_VERSION = 1
 TICK = timedelta(microseconds=1)
@@ -185,6 +185,10 @@ class AutoGenReader(Reader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named(self.recovery_class, self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale state series, archived, then removed (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.autogen.retention:StateSeriesRetention", self)  # type: ignore[return-value]
 
     def normalize_message(self, value: Any) -> dict[str, Any] | None:
         return normalize_message(value)

@@ -51,6 +51,12 @@ class StateFileRecovery(FileJournal):
         self.store.parsed.clear()
         return self.store.run(run_id)
 
+    def resolve_other(self, lock: Mapping[str, Any]) -> bool:
+        """An interrupted prune or its undo: finished (:mod:`lastgood.readers.common.session_retention_files`)."""
+        from lastgood.readers.common.session_retention_files import resolve_retention
+
+        return resolve_retention(self, lock)
+
     def head(self, run_id: str, namespace: str = "") -> str | None:
         series = self._series(run_id)
         return series.files[-1].checkpoint_id if series and series.files else None

@@ -31,7 +31,7 @@ from lastgood.readers.crewai import shape as sh
 from lastgood.readers.common.columns import checkpoints_table, events_table
 
 if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 
 TOKEN_PREFIX = "crewai-flows:1:"
 REQUIRED = frozenset({"id", "flow_uuid", "method_name", "timestamp", "state_json"})
@@ -278,6 +278,10 @@ class CrewAIFlowsReader(Reader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named("lastgood.readers.crewai.recovery:CrewAIRecovery", self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale flows, archived, then deleted (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.crewai.retention:FlowRetention", self)  # type: ignore[return-value]
 
     def close(self) -> None:
         with self._lock:

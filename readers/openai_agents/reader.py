@@ -27,7 +27,7 @@ from lastgood.checks import Check
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, backend_named
 from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, sqlite_schema
-from lastgood.readers.journal import RecoveryBackend
+from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 from lastgood.readers.openai_agents.archived import archived_rows, list_archived, parents_of
 from lastgood.readers.openai_agents.history import Lineage, lineage
 from lastgood.readers.openai_agents.items import clarify, loads, normalize_message
@@ -249,6 +249,10 @@ class OpenAIAgentsReader(Reader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named(self.recovery_class, self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale sessions, archived, then deleted (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.openai_agents.retention:SessionRetention", self)  # type: ignore[return-value]
 
     def normalize_message(self, value: Any) -> dict[str, Any] | None:
         return normalize_message(value)

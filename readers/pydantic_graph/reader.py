@@ -35,7 +35,7 @@ from lastgood.readers.pydantic_graph import runfile as rf
 from lastgood.readers.pydantic_graph.messages import normalize_message
 
 if TYPE_CHECKING:
-    from lastgood.readers.journal import RecoveryBackend
+    from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 
 TOKEN_PREFIX = "pydantic-graph:1:"
 SNIFF_BYTES = 64 * 1024
@@ -239,6 +239,10 @@ class PydanticGraphReader(Reader):
 
     def recovery(self) -> RecoveryBackend:
         return backend_named("lastgood.readers.pydantic_graph.recovery:PydanticGraphRecovery", self)
+
+    def retention(self) -> RetentionBackend:
+        """Prune: whole stale run files, archived, then removed (:mod:`.retention`)."""
+        return backend_named("lastgood.readers.pydantic_graph.retention:RunFileRetention", self)  # type: ignore[return-value]
 
     def normalize_message(self, value: Any) -> dict[str, Any] | None:
         """pydantic-ai ``ModelMessage`` dicts (a graph state's conversation), made plain."""

@@ -160,6 +160,12 @@ class PydanticGraphRecovery(FileJournal):
                     return entry
         return None
 
+    def resolve_other(self, lock: Mapping[str, Any]) -> bool:
+        """An interrupted prune or its undo: finished (:mod:`lastgood.readers.common.session_retention_files`)."""
+        from lastgood.readers.common.session_retention_files import resolve_retention
+
+        return resolve_retention(self, lock)
+
     # ---- pydantic-graph's own lock, held with Lastgood's ------------------------------------
 
     def lock_extras(self, action_id: str, change: jr.Change | None) -> dict[str, Any]:

@@ -313,6 +313,11 @@ class ReaderConformance:
 
         before = listing()
         plan = retention.plan_prune(catalog, store, retention.Policy(last=1), archive=str(tmp_path / "archive"))
+        if not plan.summary["forget"]:  # a session store keeps whole sessions: its runs go whole when stale
+            from datetime import UTC, datetime, timedelta
+
+            plan = retention.plan_prune(catalog, store, retention.Policy.from_dict({"runs_within": "1d"}),
+                                        now=datetime.now(UTC) + timedelta(days=3650), archive=str(tmp_path / "archive"))
         kept = {(r["run_id"], r["namespace"], r["checkpoint_id"]) for r in plan.checkpoints(keep=True)}
         result = retention.apply_prune(catalog, store, plan, reason="kit: prune", operator="kit")
         store = index_store(catalog, url, reader_name=self.reader_name, check="none").store
