@@ -273,3 +273,68 @@ def test_sniffing_reads_contents_not_names(tmp_path: Path) -> None:
     write_plain(real, 1, 1)
     assert cls.sniff(str(real))
     assert not cls.sniff(str(tmp_path / "missing"))
+
+
+def test_the_file_sha256_is_taken_only_when_a_recorded_one_is_there_to_compare(tmp_path: Path) -> None:
+    """One pass either way: the tensors' statistics and sha256 do not depend on whether the file's
+    own sha256 is computed; it is computed (and compared) when a checksum is recorded beside the
+    file — a finite change that no other check sees is caught then, and only then."""
+    import hashlib
+
+    from lastgood.readers.modelfiles.datascan import TensorScan, scan_file
+    from lastgood.readers.modelfiles.fsio import Folder
+    from tests.training_stores import header_of
+
+    url = str(make_models(tmp_path))
+    path = Path(url) / "snapshots" / "step-200.safetensors"
+    raw, (n, header) = path.read_bytes(), header_of(path)
+
+    def scan(file_sha256: bool):
+        tensors = [TensorScan(name, v["dtype"], tuple(v["shape"]), 8 + n + v["data_offsets"][0],
+                              8 + n + v["data_offsets"][1]) for name, v in header.items() if name != "__metadata__"]
+        with Folder(url).open("snapshots/step-200.safetensors") as f:
+            return scan_file(f, "snapshots/step-200.safetensors", tensors, file_sha256=file_sha256)
+    without, with_sum = scan(False), scan(True)
+    assert without.sha256 is None and with_sum.sha256 == hashlib.sha256(raw).hexdigest()
+    assert without.read == with_sum.read == len(raw)
+    for a, b in zip(without.tensors, with_sum.tensors, strict=True):
+        assert a.sha256 == b.sha256 == hashlib.sha256(raw[a.start:a.end]).hexdigest()
+        assert a.stats is not None and b.stats is not None and a.stats.as_dict() == b.stats.as_dict()
+
+    def data_checks() -> list:
+        with _open(url) as reader:
+            record = _records(reader)[("snapshots", "step-200.safetensors")]
+            return [f.check for f in reader.check_checkpoints([record], read_data=True)
+                    if not isinstance(f, TensorSummary)]
+    write_into_tensor(path, "w", 7.0, 1)  # finite: no NaN, no zero tensor, no norm jump
+    assert data_checks() == []
+    side = path.with_name(path.name + ".sha256")  # sha256sum's line, beside the file
+    side.write_text(f"{hashlib.sha256(raw).hexdigest()}  {path.name}\n")
+    assert data_checks() == [Check.SHA256_MISMATCH]
+    side.write_text(hashlib.sha256(path.read_bytes()).hexdigest() + "\n")
+    assert data_checks() == []
+    side.unlink()
+    (path.parent / "SHA256SUMS").write_text(f"{hashlib.sha256(raw).hexdigest()}  {path.name}\n")
+    assert data_checks() == [Check.SHA256_MISMATCH]
+
+
+def test_the_listing_is_checkpoints_table_without_importing_pandas(tmp_path: Path) -> None:
+    """The listing's table is ``checkpoints_table``'s, value for value, built from buffers: pandas
+    (imported by ``pa.array``, ~0.4 s of a cold command) stays out of ``lastgood verify FOLDER``."""
+    import subprocess
+    import sys
+
+    from lastgood.readers.base import checkpoints_table
+
+    url = str(make_models(tmp_path))
+    with _open(url) as reader:
+        tables = list(reader.scan().checkpoints)
+        models = reader.models()
+        records = [r for run in sorted({run for run, _ in models})
+                   for r in reader._records(run, models, [f"{k[0]}\x00{k[1]}" for k in models], True)]
+    assert len(tables) == 1 and tables[0].equals(checkpoints_table(records))
+    code = ("import sys; from lastgood.readers.registry import open_reader; "
+            f"r = open_reader({url!r}, 'safetensors'); t = list(r.scan().checkpoints)[0]; "
+            "print(t.num_rows, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["6", "False"], done.stderr

@@ -12,8 +12,9 @@
   the exact parser, so verdicts never differ;
 - :mod:`.checks` — structure findings (headers, index ↔ shards ↔ headers, torch zips, pickles
   with globals outside the allowlist, zero-byte files);
-- :mod:`.datascan` — the data-depth pass: every file streamed once in bounded chunks (sha256,
-  zip CRC-32s, every tensor's statistics and sha256) → findings and ``TensorSummary`` rows;
+- :mod:`.datascan` — the data-depth pass: every file streamed once in bounded chunks (zip
+  CRC-32s, every tensor's statistics and sha256; the file's sha256 when a recorded checksum is
+  there to compare it with) → findings and ``TensorSummary`` rows;
 - :mod:`.folderreader` — the reader base the three formats share (tensors capability,
   checks driver, states);
 - :mod:`.filejournal` — recovery as file operations (renames, atomic replaces) over the shared

@@ -2,9 +2,11 @@
 
 One sequential read of a file feeds, chunk by chunk (1 MiB, cache-resident):
 
-- the file's sha256 (compared with a recorded checksum when the folder has one: a
-  ``SHA256SUMS`` file, ``<file>.sha256`` beside it, or a Hugging Face cache blob named by its
-  sha256 — the formats themselves record none);
+- the file's sha256, when the folder records one to compare it with (a ``SHA256SUMS`` file,
+  ``<file>.sha256`` beside it, or a Hugging Face cache blob named by its sha256 — the formats
+  themselves record none). Without a recorded checksum the file's digest would be compared with
+  nothing and kept nowhere: it is not computed (a second pass of sha256 over every byte, a third of
+  the scan's time; the tensors' own sha256, below, cover their bytes);
 - the CRC-32 of every zip entry of a torch file (what ``torchzip.check_crc`` computes, in the
   same pass instead of a second read);
 - the statistics (``TensorStats``: NaN/±Inf, zeros, min/max/mean/std/norm) and the sha256 of
@@ -105,24 +107,27 @@ class FileScan:
     rel: str
     size: int
     read: int = 0
-    sha256: str = ""
+    sha256: str | None = None  # None: not asked for (no recorded checksum to compare with)
     tensors: list[TensorScan] = field(default_factory=list)
     crcs: list[EntryCrc] = field(default_factory=list)
 
 
 def scan_file(f: RangeFile, rel: str, tensors: Iterable[TensorScan] = (),
-              entries: Mapping[str, ZipEntry] | None = None) -> FileScan:
-    """Read ``f`` once: its sha256, the zip entries' CRC-32s, every tensor's stats and sha256."""
+              entries: Mapping[str, ZipEntry] | None = None, file_sha256: bool = True) -> FileScan:
+    """Read ``f`` once: the zip entries' CRC-32s, every tensor's stats and sha256, and the file's
+    sha256 when ``file_sha256`` (else ``FileScan.sha256`` stays None)."""
     result = FileScan(rel, f.size, tensors=sorted(tensors, key=lambda t: (t.start, t.end)))
     result.crcs = [EntryCrc(e) for e in sorted((entries or {}).values(), key=lambda e: e.data_offset)]
-    digest = hashlib.sha256()
+    digest = hashlib.sha256() if file_sha256 else None
     spans = _Spans(result.tensors, result.crcs)
     offset = 0
     for chunk in f.stream():
-        digest.update(chunk)
+        if digest is not None:
+            digest.update(chunk)
         spans.feed(offset, chunk)
         offset += len(chunk)
-    result.read, result.sha256 = offset, digest.hexdigest()
+    result.read = offset
+    result.sha256 = digest.hexdigest() if digest is not None else None
     return result
 
 

@@ -164,11 +164,11 @@ class FolderReader(Reader):
             entry = parts.entries[name]
             if entry.kind != FILE or entry.size == 0:
                 continue
-            scanned, problems = self._scan_one(parts, name, entry, model.get(parts.rel(name), []))
+            scanned, problems = self._scan_one(parts, name, entry, model.get(parts.rel(name), []), name in sums)
             yield from (self.finding(record, p) for p in problems)
             if scanned is None:
                 continue
-            if name in sums and sums[name] != scanned.sha256:
+            if name in sums and scanned.sha256 is not None and sums[name] != scanned.sha256:
                 yield self.finding(record, Problem(Check.SHA256_MISMATCH, "error",
                                                    f"{parts.rel(name)}: sha256 {scanned.sha256[:16]}… differs from "
                                                    f"the recorded {sums[name][:16]}…"))
@@ -196,8 +196,9 @@ class FolderReader(Reader):
                 out[t.file].append(TensorScan(t.name, t.dtype, t.shape, t.offset, t.offset + t.nbytes))
         return out
 
-    def _scan_one(self, parts: Parts, name: str, entry: Entry, model: list[TensorScan]
+    def _scan_one(self, parts: Parts, name: str, entry: Entry, model: list[TensorScan], recorded: bool
                   ) -> tuple[FileScan | None, list[Problem]]:
+        """One streamed pass over a file; its own sha256 only when ``recorded`` (a checksum to compare with)."""
         rel = parts.rel(name)
         problems: list[Problem] = []
         tensors, zip_entries = list(model), None
@@ -213,7 +214,7 @@ class FolderReader(Reader):
                                if t.ref.is_contiguous]
         try:
             with self.folder.open(rel, entry.size) as f:
-                scanned = scan_file(f, rel, tensors, zip_entries)
+                scanned = scan_file(f, rel, tensors, zip_entries, file_sha256=recorded)
         except (OSError, ReaderError) as exc:
             return None, [Problem(Check.UNDECODABLE, "error", f"{rel} cannot be read: {exc}")]
         if scanned.read != entry.size:

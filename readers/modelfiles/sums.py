@@ -24,17 +24,22 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def recorded_sha256(folder: Folder, rel: str, entries: Mapping[str, Entry]) -> dict[str, str]:
-    """``{file name: sha256 hex}`` recorded for files of the folder ``rel``."""
+    """``{file name: sha256 hex}`` recorded for ``entries`` (files of the folder ``rel``). The sum
+    files are looked for in the folder's listing, not only among ``entries``: a checkpoint that is
+    one file of a folder (a plain ``.safetensors``, a model without its config) has them beside it."""
+    listed = folder.listdir(rel)
     found: dict[str, str] = {}
     for name in SUM_FILES:
-        if name in entries:
+        entry = entries.get(name) or listed.get(name)
+        if entry is not None and entry.kind == FILE:
             found.update(_sum_file(folder, join(rel, name)))
-    for name, entry in entries.items():
-        if name.endswith(".sha256") and entry.kind == FILE and name[:-7] in entries:
-            text = _text(folder, join(rel, name))
+    for name in entries:
+        side = entries.get(name + ".sha256") or listed.get(name + ".sha256")
+        if side is not None and side.kind == FILE:
+            text = _text(folder, join(rel, name + ".sha256"))
             digest = text.split()[0].lower() if text.split() else ""
             if _HEX64.match(digest):
-                found[name[:-7]] = digest
+                found[name] = digest
     if folder.local:
         found.update(_hub_blobs(folder, rel, entries, found))
     return found

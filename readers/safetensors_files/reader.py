@@ -20,10 +20,11 @@ from typing import Any
 
 from lastgood.checks import Check
 from lastgood.errors import DecodeError, LastgoodError, ReaderError
-from lastgood.readers.base import CheckpointRecord, Scan, checkpoints_table
+from lastgood.readers.base import CheckpointRecord, Scan
 from lastgood.readers.modelfiles.discover import find_runs, run_ids
 from lastgood.readers.modelfiles.folderreader import parse_token, FolderReader, Parts
 from lastgood.readers.modelfiles.fsio import FILE, Entry, Folder, as_datetime, join
+from lastgood.readers.modelfiles.listing import records_table
 from lastgood.readers.modelfiles.weights import INDEX_SUFFIX, ST_SUFFIX, Weights, reason, weights_of
 from lastgood.readers.tensors.errors import TensorsError
 from lastgood.readers.tensors.safetensors import MAX_HEADER_SIZE
@@ -113,7 +114,7 @@ class SafetensorsReader(FolderReader):
         changed = [key for key in listing if previous is None or full or previous.get(key) != listing[key]]
         runs_touched = {key.split("\x00")[0] for key in changed}
         records = [r for run in sorted(runs_touched) for r in self._records(run, models, changed, full)]
-        return Scan(token=token, full=full, checkpoints=iter([checkpoints_table(records)] if records else []),
+        return Scan(token=token, full=full, checkpoints=iter([records_table(records)] if records else []),
                     heads=[])
 
     def _records(self, run_id: str, models: Mapping[tuple[str, str], Model], changed: list[str],
