@@ -36,8 +36,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Any]:
     p.add_argument("--keep-within", metavar="DURATION", help="keep checkpoints within DURATION of a run's newest")
     p.add_argument("--keep-runs-within", metavar="DURATION",
                    help="delete whole runs with no checkpoint for longer than DURATION (head and last good too)")
-    p.add_argument("--archive", metavar="URL", help="where pruned checkpoints go (a Lastgood store on any fsspec URL; "
-                                                    "default: beside the store, <store>.lastgood-archive)")
+    p.add_argument("--archive", metavar="URL", help="where pruned checkpoints go, any fsspec URL (a Lastgood archive store; "
+                                                    "default: beside the store, <store>.lastgood-archive; a training "
+                                                    "folder: its own .lastgood/archive/, by rename — give a URL to "
+                                                    "move them off the disk)")
     p.add_argument("--reason", help="why (required to apply; recorded in the journal)")
     p.add_argument("--dry-run", action="store_true", help="show what would go and why, write nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")

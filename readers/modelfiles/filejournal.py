@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lastgood.readers import journal as jr
-from lastgood.readers.common.filejournal import FileJournal, MoveOps, Prepared, durable_write
+from lastgood.readers.common.exportops import ExportOps, expand
+from lastgood.readers.common.filejournal import FileJournal, Prepared, durable_write
 from lastgood.readers.common.fsutil import open_fs
 
 JOURNAL = ".lastgood/journal"
@@ -33,7 +34,7 @@ QUARANTINE = ".lastgood/quarantine"
 Operation = dict[str, Any]
 
 
-class OperationsJournal(MoveOps, FileJournal):
+class OperationsJournal(ExportOps, FileJournal):
     """``RecoveryBackend`` skeleton for folder formats (see the module docstring)."""
 
     entries_dir = ENTRIES
@@ -74,7 +75,7 @@ class OperationsJournal(MoveOps, FileJournal):
         return Prepared(change.restore_from, work={"ops": self.operations(change)})
 
     def perform(self, intent: Mapping[str, Any], payload: Any) -> None:
-        for op in intent.get("ops") or []:
+        for op in expand(intent):
             self.apply(op)
 
     def took_effect(self, intent: Mapping[str, Any]) -> bool:
@@ -93,8 +94,8 @@ class OperationsJournal(MoveOps, FileJournal):
             super().apply(op)  # a move (or ValueError)
 
     def applied(self, op: Operation) -> bool:
-        if op["op"] == "move":
-            return super().applied(op)
+        if op["op"] != "write":
+            return super().applied(op)  # a move, an export or import (ExportOps)
         try:
             return bytes(self.fs.cat_file(self.path(op["path"]))) == op["new"].encode()
         except FileNotFoundError:

@@ -8,7 +8,8 @@
 - :mod:`.moves`: the recovery backend of formats whose "latest" is the newest step folder (DCP,
   Orbax): later step folders are moved aside into ``.lastgood/quarantine/<action>/`` and back;
 - :mod:`.retention`: prune of every training store (HF Trainer, DCP, Orbax, DeepSpeed, Lightning):
-  checkpoint folders or files renamed into ``.lastgood/archive/<action>/`` and back, journaled.
+  checkpoint folders or files renamed into ``.lastgood/archive/<action>/`` and back, journaled;
+  :mod:`.export`: with ``--archive URL``, copied there (sha256-verified), then deleted, and copied back.
 
 Nothing here reads checkpoint contents; :mod:`lastgood.readers.tensors` does.
 """

@@ -15,7 +15,8 @@ dropped.
 
 A prune or its undo (:mod:`.retention`) is an intent of its own kind: its work is a list of move
 operations (``{"op": "move", "from", "to"}``, :class:`~lastgood.readers.common.filejournal.MoveOps`),
-rolled forward the same way.
+rolled forward the same way; with ``--archive URL`` elsewhere, export/import operations
+(:mod:`lastgood.readers.common.exportops`: copy, verify, then delete).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lastgood.readers import journal as jr
-from lastgood.readers.common.filejournal import FileJournal, MoveOps, Prepared
+from lastgood.readers.common.exportops import ExportOps, expand
+from lastgood.readers.common.filejournal import FileJournal, Prepared
 from lastgood.readers.training_folders import LASTGOOD_DIR
 from lastgood.readers.training_folders.folder import Folder
 
@@ -40,7 +42,7 @@ def is_moves_intent(intent: Mapping[str, Any]) -> bool:
     return bool(intent.get("retention")) and "plan" not in intent
 
 
-class FolderRecovery(MoveOps, FileJournal):
+class FolderRecovery(ExportOps, FileJournal):
     """The shared half of a ``RecoveryBackend`` over a store folder. A format provides ``head``,
     ``plan`` (the file operations that make ``change.restore_from`` the head), ``carry_out``
     (idempotent), ``started`` (did any operation of a plan take effect) and ``check_head``."""
@@ -97,7 +99,7 @@ class FolderRecovery(MoveOps, FileJournal):
 
     def complete(self, intent: Mapping[str, Any]) -> None:
         if is_moves_intent(intent):
-            for op in intent.get("ops") or []:
+            for op in expand(intent):
                 self.apply(op)
             return
         self.carry_out(intent["plan"])

@@ -8,6 +8,8 @@ on a local filesystem; on an object store a copy of every object, then the delet
 which the framework never lists (it looks at its own step folders or files). "Archive before delete"
 is the rename itself: the bytes are kept, so the space comes back only when the archive folder is
 removed (after which the prune can no longer be undone). The undo renames each one back, byte for byte.
+With ``--archive URL`` (other than that default) each is copied to the archive, verified by sha256,
+then deleted, and the undo copies it back (:mod:`.export`): the space comes back at once.
 
 The prune and its undo are actions of the store's recovery journal (either flavour: the
 ``OperationsJournal`` of :mod:`lastgood.readers.modelfiles.filejournal` or the ``FolderRecovery`` of
@@ -31,9 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from lastgood.errors import ConflictError
+from lastgood.errors import ConflictError, LastgoodError
 from lastgood.readers import journal as jr
+from lastgood.readers.common.exportops import expand
 from lastgood.readers.common.urls import display_url
+from lastgood.readers.training_folders import export
 from lastgood.readers.training_folders.journal import ARCHIVE
 from lastgood.readers.training_folders.moves import StepFolder, newest
 
@@ -126,19 +130,22 @@ class FolderRetention:
     # ---- prune ---------------------------------------------------------------------------------
 
     def prune(self, request: jr.PruneRequest) -> jr.RetentionOutcome:
+        shown = self._export_to(request)
         self.resume()
         action_id = str(request.entry["id"])
+        prefix = f"{export.store_name(self.url)}/{action_id}"
         planned = {(r["run_id"], r["namespace"] or "", r["checkpoint_id"]): r for r in request.forget.to_pylist()}
         recovery = self.recovery
         lock = recovery._acquire(action_id)
         try:
             outcome = jr.RetentionOutcome(entry={})
-            items = [self._item(p, action_id) for p in self._recheck(planned, outcome)]
-            note = {**dict(request.entry.get("note") or {}), "archive": display_url(self.default_archive() or ""),
-                    "count": len(items), "bytes": sum(i["bytes"] for i in items), "manifest": items}
+            going = self._recheck(planned, outcome)
+            items = [export.item(recovery, p, prefix) if shown else self._item(p, action_id) for p in going]
+            note = self._note(request, items, shown, prefix)
             seq, prev = jr.tip(recovery.journal_entries())
             sealed = jr.seal({**request.entry, "note": note, "new_head": None}, seq, prev)
-            ops = [{"op": "move", "from": i["from"], "to": i["to"]} for i in items]
+            ops = export.prune_ops(items, shown, prefix) if shown else [
+                {"op": "move", "from": i["from"], "to": i["to"]} for i in items]
             self._run_ops(lock, ops, sealed)
         except _Kept as kept:
             raise kept.error from None  # the intent stays: the next action rolls it forward
@@ -147,12 +154,28 @@ class FolderRetention:
             raise
         recovery._release(lock)
         outcome.entry, outcome.checkpoints, outcome.bytes = sealed, len(items), int(note["bytes"])
-        outcome.space = {**self.reclaim(request.vacuum), "archived_bytes": outcome.bytes}
-        if request.archive_url.rstrip("/") != (self.default_archive() or "").rstrip("/"):
-            outcome.space["notes"].append(f"the archive given ({display_url(request.archive_url)}) is not used: "
-                                          f"{self.noun} are archived by rename inside the {self.where} "
-                                          f"({ARCHIVE}/{action_id}/)")
+        space = export.space(self.noun, self.where, shown, prefix, items) if shown else self.reclaim(request.vacuum)
+        outcome.space = {**space, "archived_bytes": outcome.bytes}
         return outcome
+
+    def _note(self, request: jr.PruneRequest, items: list[dict[str, Any]], shown: str | None,
+              prefix: str) -> dict[str, Any]:
+        """The prune entry's note: the archive (no credentials), counts, and the manifest."""
+        note = {**dict(request.entry.get("note") or {}), "archive": shown or display_url(self.default_archive() or ""),
+                "count": len(items), "bytes": sum(i["bytes"] for i in items), "manifest": items}
+        if shown:
+            note.update(exported=True, archive_manifest=f"{prefix}/manifest.json")
+        return note
+
+    def _export_to(self, request: jr.PruneRequest) -> str | None:
+        """The archive (its URL without credentials) a prune copies checkpoints to, then deletes them:
+        an ``--archive`` other than the default; None: renamed into the store's own archive folder."""
+        url = request.archive_url
+        if "://" not in url and "::" not in url:
+            url = os.path.abspath(os.path.expanduser(url))  # a roll-forward may run in another folder
+        if url.rstrip("/") == (self.default_archive() or "").rstrip("/"):
+            return None
+        return export.prepare(self.recovery, url, request.archive_options, self.recovery.root)
 
     def _item(self, piece: Piece, action_id: str) -> dict[str, Any]:
         return {"run_id": piece.run_id, "checkpoint_id": piece.checkpoint_id, "from": piece.rel,
@@ -193,7 +216,7 @@ class FolderRetention:
         intent = {**lock, "ops": ops, "entry": sealed, "retention": sealed["action"]}
         recovery._write_lock(intent)
         try:
-            for op in ops:
+            for op in expand(intent):
                 recovery.apply(op)
             recovery._write_entry(sealed)
         except BaseException as exc:
@@ -208,8 +231,15 @@ class FolderRetention:
         note = original.get("note") if isinstance(original.get("note"), Mapping) else {}
         return [dict(i) for i in note.get("manifest") or [] if isinstance(i, Mapping)]
 
-    def _state(self, item: Mapping[str, Any]) -> str | None:
+    def _exported(self, original: Mapping[str, Any]) -> str | None:
+        """The archive a prune copied its checkpoints to (None: renamed inside the store)."""
+        note = original.get("note") if isinstance(original.get("note"), Mapping) else {}
+        return str(note.get("archive")) if note.get("exported") else None
+
+    def _state(self, item: Mapping[str, Any], shown: str | None = None) -> str | None:
         """Why ``item`` cannot come back as it went (None: it can)."""
+        if shown:
+            return export.state(self.recovery, shown, item)
         fs, path = self.recovery.fs, self.recovery._path
         if fs.exists(path(str(item["from"]))):
             return f"{item['from']} exists again (written since the prune)"
@@ -220,10 +250,17 @@ class FolderRetention:
         return None
 
     def unprune_conflicts(self, original: Mapping[str, Any], force: bool = False) -> list[str]:
-        found = [why for why in map(self._state, self._manifest(original)) if why]
+        shown = self._exported(original)
+        try:
+            found = [why for i in self._manifest(original) if (why := self._state(i, shown))]
+        except LastgoodError as exc:
+            return [str(exc)]
         return [] if force and all("exists again" in why for why in found) else found
 
     def unprune(self, request: jr.UnpruneRequest) -> jr.RetentionOutcome:
+        shown = self._exported(request.original)
+        if shown:
+            self.recovery.use_archive(shown, request.archive_options)
         self.resume()
         recovery = self.recovery
         lock = recovery._acquire(str(request.entry["id"]))
@@ -239,33 +276,38 @@ class FolderRetention:
             recovery._release(lock)
             raise
         recovery._release(lock)
-        self._tidy(str(request.original["id"]))
+        self._tidy(f"{export.INCOMING}/{sealed['id']}" if shown else archive_path(str(request.original["id"]), ""))
         outcome.entry = sealed
         return outcome
 
     def _unprune_ops(self, request: jr.UnpruneRequest, outcome: jr.RetentionOutcome) -> list[dict[str, Any]]:
-        ops = []
+        ops, shown = [], self._exported(request.original)
         for item in self._manifest(request.original):
-            why = self._state(item)
+            why = self._state(item, shown)
             if why and not (request.force and "exists again" in why):
                 raise ConflictError(why + "; nothing was restored")
             if why:
                 key = (str(item["run_id"]), "", str(item["checkpoint_id"]))
                 outcome.skipped.append(_skip(key, why + ": left in the archive"))
                 continue
-            ops.append({"op": "move", "from": item["to"], "to": item["from"]})
+            ops.append(export.import_op(shown, item, str(request.entry["id"])) if shown else
+                       {"op": "move", "from": item["to"], "to": item["from"]})
             outcome.checkpoints += 1
             outcome.bytes += int(item.get("bytes") or 0)
+        if shown:
+            ops.append(export.marker_op(shown, request.original, request.entry, [o["to"] for o in ops]))
         return ops
 
-    def _tidy(self, action_id: str) -> None:
-        """Remove the prune's archive folders left empty by its undo (best effort, local only)."""
+    def _tidy(self, folder: str) -> None:
+        """Remove the folders under ``folder`` an undo left empty (best effort, local only)."""
         if not self.recovery.local:
             return
-        top = self.recovery._path(archive_path(action_id, "")).rstrip("/")
+        top = self.recovery._path(folder).rstrip("/")
         for here, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
             with contextlib.suppress(OSError):
                 os.rmdir(here)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(top))  # .lastgood/incoming/ (or archive/) when nothing else is in it
 
     # ---- interrupted prunes and undos ------------------------------------------------------------
 
