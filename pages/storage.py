@@ -16,6 +16,7 @@ if report is None:
     ui.stop()
 if report["store"]["checkpoints"] == 0:
     st.info("No checkpoints in this store yet.")
+    storage.render_result(ref)  # a prune that took every (stale) run: its undo stays at hand
     ui.stop()
 
 storage.render_kpis(report)

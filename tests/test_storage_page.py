@@ -160,3 +160,33 @@ def test_a_format_that_cannot_prune_says_why(tmp_path: Path, monkeypatch: pytest
     preview = _button(at, "Preview what it would reclaim (dry run)")
     assert preview.disabled and "cannot prune" in (preview.help or "")
     assert any("cannot prune" in c.value for c in at.caption)
+
+
+def test_an_agent_session_store_prunes_stale_sessions_whole_from_the_page(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ADK SQLite DB (written by ADK's own DatabaseSessionService, sample_data/): keep-last keeps
+    whole sessions (each event needs the one before it); "whole runs untouched for" takes stale ones."""
+    url, home = str(tmp_path / "adk.sqlite"), tmp_path / "home"
+    shutil.copyfile(ROOT / "sample_data" / "adk.sqlite", url)
+    _env(monkeypatch, home, url, write=True)
+    at = storage_app()
+    total = _metric(at, "Checkpoints")
+    at.number_input(key="sg_keep_last").set_value(1).run()
+    _button(at, "Preview what it would reclaim (dry run)").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metric(at, "Checkpoints that go") == "0"  # a session's history is all needed
+    at.text_input(key="sg_keep_runs_within").input("1d").run()  # the sample was written weeks ago
+    _button(at, "Preview what it would reclaim (dry run)").click().run()
+    assert _metric(at, "Checkpoints that go") == total
+    at.text_input(key="sg_reason").input("stale sessions").run()
+    _button(at, "Prune…").click().run()
+    at.button(key="sg_confirm_apply").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "**Prune**" in at.success[0].value
+    assert sqlite3.connect(url).execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    at.text_input(key="sg_undo_reason").input("need them").run()
+    _button(at, "Undo this prune").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "**Undo**" in at.success[0].value
+    assert _metric(at, "Checkpoints") == total
+    assert sqlite3.connect(url).execute("SELECT count(*) FROM events").fetchone()[0] == int(total)
