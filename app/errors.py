@@ -52,6 +52,10 @@ class ReaderError(LastgoodError):
     """The store exists but cannot be read as the chosen format."""
 
 
+class NotRecognised(ReaderError):
+    """No reader recognises what is at the URL (a store a prune emptied may still be in the index)."""
+
+
 class MissingDependency(ReaderError):
     """An optional dependency is missing; the message names the extra."""
 

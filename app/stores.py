@@ -16,7 +16,7 @@ from lastgood.index.store import OpenStore  # noqa: F401 - the entry point hands
 from lastgood.credentials import Vault, split_url
 from lastgood.config import Settings, load_settings
 from lastgood import limits
-from lastgood.errors import UsageError
+from lastgood.errors import NotRecognised, UsageError
 from lastgood.integrity.verify import VerifyReport, count_to_check, verify_store
 from lastgood.readers.registry import display_url, normalize_url, open_reader
 
@@ -63,7 +63,15 @@ def _open_store(catalog: Catalog, url: str, reader_name: str | None = None,
     url = normalize_url(url)
     vault, public = _vault(catalog), split_url(url)[0]
     full = vault.resolve(vault.remember(url)) if vault is not None else url
-    reader = open_reader(full, reader_name, storage_options)
+    try:
+        reader = open_reader(full, reader_name, storage_options)
+    except NotRecognised:
+        known = None if reader_name else catalog.recorded_reader(public)
+        if known is None:
+            raise
+        # a store the index knows, no longer recognisable (a prune took every run of a folder of run
+        # files): opened as the reader that indexed it, so `journal` and `undo` still work on it
+        reader = open_reader(full, known, storage_options)
     reader.snapshot_dir, reader.snapshot_min_bytes = catalog.parts_dir, attached.min_bytes()
     return OpenStore(public, catalog.store_id(public, reader.name, display_url(public)), reader)
 

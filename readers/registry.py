@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lastgood.errors import MissingDependency, ReaderError, LastgoodError, StoreNotFound, UsageError
+from lastgood.errors import LastgoodError, MissingDependency, NotRecognised, ReaderError, StoreNotFound, UsageError
 from lastgood.readers.common.urls import _one_line, display_url  # noqa: F401 - display_url: re-exported
 
 SQLITE, POSTGRES, FOLDER = "sqlite", "postgres", "folder"  # what kind of store a URL names
@@ -176,7 +176,7 @@ def pick_reader(url: str, storage_options: Mapping[str, Any] | None = None) -> s
     holds = _what_it_holds(url)
     if ours or (relevant and not holds):  # a database's tables say more than a filesystem library
         raise (ours or relevant)[0]
-    raise ReaderError(f"no reader recognises {display_url(url)}{holds}; name one with "
+    raise NotRecognised(f"no reader recognises {display_url(url)}{holds}; name one with "
                       f"--reader ({', '.join(sorted(available_readers()))})")
 
 

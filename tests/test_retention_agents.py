@@ -755,3 +755,23 @@ def test_sigkill_during_run_file_prunes_and_undos_never_loses_a_run(tmp_path: Pa
     while _open_prune(backend.recovery().journal_entries()):
         _step(backend, forget, archive)
     assert tree(folder) == original
+
+
+def test_a_folder_emptied_by_a_prune_is_still_undone_as_printed(tmp_path: Path) -> None:
+    """Every run file of a pydantic-graph folder pruned: nothing left to recognise, yet the undo the
+    prune printed works (the index remembers which reader indexed the folder)."""
+    import shutil
+
+    folder, home = tmp_path / "runs", tmp_path / "home"
+    shutil.copytree(ROOT / "sample_data" / "pydantic_graph", folder)
+    before = sorted(p.name for p in folder.iterdir())
+    done = lastgood_cli("prune", str(folder), "--keep-runs-within", "1d", "--reason", "old", "--yes",
+                        "--format", "json", home=home)
+    assert done.returncode == 0, done.stderr
+    action = json.loads(done.stdout)["action_id"]
+    assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == []
+    undo = lastgood_cli("undo", str(folder), action, "--reason", "back", "--yes", home=home)
+    assert undo.returncode == 0, undo.stderr
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == before
+    fresh = lastgood_cli("journal", str(folder), home=tmp_path / "other-home")
+    assert fresh.returncode == 0, fresh.stderr  # the folder is recognised again once it holds its runs

@@ -200,6 +200,12 @@ class Catalog:
                         [url, reader, display_url])
             return int(con.execute("SELECT store_id FROM stores WHERE url = ?", [url]).fetchone()[0])
 
+    def recorded_reader(self, url: str) -> str | None:
+        """The reader that last indexed the store at ``url`` (its public URL), if any."""
+        with self.connect() as con:
+            row = con.execute("SELECT reader FROM stores WHERE url = ?", [url]).fetchone()
+        return str(row[0]) if row and row[0] else None
+
     def scan_token(self, store_id: int) -> str | None:
         with self.connect() as con:
             row = con.execute("SELECT scan_token FROM stores WHERE store_id = ?", [store_id]).fetchone()
