@@ -40,7 +40,7 @@ import posixpath
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -152,7 +152,7 @@ class FileJournal:
         keep = False
         try:
             return self._commit_locked(change, lock)
-        except _Kept as kept:
+        except Kept as kept:
             keep = True
             raise kept.error from None
         finally:
@@ -202,7 +202,7 @@ class FileJournal:
             raise
         except OSError as exc:
             self._mark_interrupted(intent, exc)
-            raise _Kept(ReaderError(
+            raise Kept(ReaderError(
                 f"the head of run {change.run_id!r} now names {prepared.new_head}, but its journal entry "
                 f"could not be written ({exc.strerror or exc}); the action is kept as an interrupted intent "
                 f"in {self.lock_file}: `lastgood journal` shows it, and the next action completes it once the "
@@ -218,7 +218,7 @@ class FileJournal:
         except BaseException as exc:
             if self._maybe_took_effect(intent):
                 self._mark_interrupted(intent, exc, failed=True)
-                raise _Kept(exc) from exc
+                raise Kept(exc) from exc
             raise
 
     def _maybe_took_effect(self, intent: Mapping[str, Any]) -> bool:
@@ -331,12 +331,27 @@ class FileJournal:
             sweep_temp_files(self._path(folder), cutoff)
 
 
-class _Kept(Exception):
+class Kept(Exception):
     """An action whose work (some of it) took effect, kept as an interrupted intent."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+@contextlib.contextmanager
+def holding(journal: FileJournal, lock: Mapping[str, Any]) -> Iterator[None]:
+    """``lock`` (taken with ``journal._acquire``) held for an action's work: released when the work
+    ends, or fails before any of it took effect; when a :class:`Kept` says some did, the lock stays
+    as the interrupted intent the next action rolls forward, and the kept error is raised."""
+    try:
+        yield
+    except Kept as kept:
+        raise kept.error from None
+    except BaseException:
+        journal._release(lock)
+        raise
+    journal._release(lock)
 
 
 class MoveOps:

@@ -22,7 +22,7 @@ from typing import Any
 
 from lastgood.errors import ConflictError, ReaderError
 from lastgood.readers import journal as jr
-from lastgood.readers.common.filejournal import durable_write
+from lastgood.readers.common.filejournal import Kept, durable_write, holding
 from lastgood.readers.common.session_retention import Key, SessionRetention, skip_run
 from lastgood.readers.common.urls import display_url
 from lastgood.readers.native.archive import Archive, default_archive_beside, manifest_path
@@ -59,7 +59,7 @@ class FileSessionRetention(SessionRetention):
         manifest, digest = archive.stage(action_id, self._source(), items, extra, request.progress,
                                          sum(len(planned[r]) for r in files))
         lock = rec._acquire(action_id)
-        try:
+        with holding(rec, lock):
             going = self._recheck(rec, files, planned, outcome)
             note = {**dict(request.entry.get("note") or {}), "archive": display_url(request.archive_url),
                     "manifest": manifest_path(action_id), "manifest_sha256": digest, "bytes": manifest["bytes"],
@@ -68,12 +68,6 @@ class FileSessionRetention(SessionRetention):
             sealed = jr.seal({**request.entry, "note": note, "new_head": None}, seq, prev)
             ops = {p: _sha(files[run][p]) for run in going for p in files[run]}
             self._run(rec, lock, {**lock, "retention": PRUNE, "entry": sealed, "remove": ops})
-        except _Kept as kept:
-            raise kept.error from None
-        except BaseException:
-            rec._release(lock)
-            raise
-        rec._release(lock)
         outcome.entry, outcome.bytes, outcome.checkpoints = sealed, int(manifest["bytes"]), int(note["count"])
         outcome.space = {**self.reclaim(request.vacuum), "returned_bytes": sum(len(files[r][p]) for r in going
                                                                                for p in files[r])}
@@ -135,7 +129,7 @@ class FileSessionRetention(SessionRetention):
             rec._write_entry(intent["entry"])
         except BaseException as exc:
             rec._mark_interrupted(intent, exc, failed=True)
-            raise _Kept(exc) from exc
+            raise Kept(exc) from exc
 
     # ---- undo ------------------------------------------------------------------------------------------
 
@@ -172,7 +166,7 @@ class FileSessionRetention(SessionRetention):
         info = manifest.get("sessions") or {}
         lock = rec._acquire(str(request.entry["id"]))
         outcome = jr.RetentionOutcome(entry={})
-        try:
+        with holding(rec, lock):
             back = set(self._back_again(rec, manifest, runs))
             if back and not request.force:
                 raise ConflictError("; ".join(self.unprune_conflicts(request.original)) + "; nothing was restored")
@@ -193,12 +187,6 @@ class FileSessionRetention(SessionRetention):
                                   "archive": archive.url, "prune_id": str(request.original["id"]),
                                   "manifest_sha256": (request.original.get("note") or {}).get("manifest_sha256")},
                       payload)
-        except _Kept as kept:
-            raise kept.error from None
-        except BaseException:
-            rec._release(lock)
-            raise
-        rec._release(lock)
         outcome.entry = sealed
         archive.mark_restored(str(request.original["id"]), str(sealed["id"]), outcome.checkpoints)
         return outcome
@@ -311,8 +299,3 @@ def _sha(data: bytes) -> str:
 
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
-
-class _Kept(Exception):
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error

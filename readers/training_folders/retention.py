@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 from lastgood.errors import ConflictError, LastgoodError
 from lastgood.readers import journal as jr
 from lastgood.readers.common.exportops import expand
+from lastgood.readers.common.filejournal import Kept, holding
 from lastgood.readers.common.urls import display_url
 from lastgood.readers.training_folders import export
 from lastgood.readers.training_folders.journal import ARCHIVE
@@ -137,7 +138,7 @@ class FolderRetention:
         planned = {(r["run_id"], r["namespace"] or "", r["checkpoint_id"]): r for r in request.forget.to_pylist()}
         recovery = self.recovery
         lock = recovery._acquire(action_id)
-        try:
+        with holding(recovery, lock):
             outcome = jr.RetentionOutcome(entry={})
             going = self._recheck(planned, outcome)
             items = [export.item(recovery, p, prefix) if shown else self._item(p, action_id) for p in going]
@@ -147,12 +148,6 @@ class FolderRetention:
             ops = export.prune_ops(items, shown, prefix) if shown else [
                 {"op": "move", "from": i["from"], "to": i["to"]} for i in items]
             self._run_ops(lock, ops, sealed)
-        except _Kept as kept:
-            raise kept.error from None  # the intent stays: the next action rolls it forward
-        except BaseException:
-            recovery._release(lock)
-            raise
-        recovery._release(lock)
         outcome.entry, outcome.checkpoints, outcome.bytes = sealed, len(items), int(note["bytes"])
         space = export.space(self.noun, self.where, shown, prefix, items) if shown else self.reclaim(request.vacuum)
         outcome.space = {**space, "archived_bytes": outcome.bytes}
@@ -222,7 +217,7 @@ class FolderRetention:
         except BaseException as exc:
             if recovery._maybe_took_effect(intent):
                 recovery._mark_interrupted(intent, exc, failed=True)
-                raise _Kept(exc) from exc
+                raise Kept(exc) from exc
             raise
 
     # ---- undo ----------------------------------------------------------------------------------
@@ -265,17 +260,11 @@ class FolderRetention:
         recovery = self.recovery
         lock = recovery._acquire(str(request.entry["id"]))
         outcome = jr.RetentionOutcome(entry={})
-        try:
+        with holding(recovery, lock):
             ops = self._unprune_ops(request, outcome)
             seq, prev = jr.tip(recovery.journal_entries())
             sealed = jr.seal({**request.entry, "new_head": None}, seq, prev)
             self._run_ops(lock, ops, sealed)
-        except _Kept as kept:
-            raise kept.error from None
-        except BaseException:
-            recovery._release(lock)
-            raise
-        recovery._release(lock)
         self._tidy(f"{export.INCOMING}/{sealed['id']}" if shown else archive_path(str(request.original["id"]), ""))
         outcome.entry = sealed
         return outcome
@@ -403,11 +392,6 @@ class StepFolderRetention(FolderRetention):
 def _step_area(folder: StepFolder) -> str:
     return "quarantine" if not folder.visible else "checkpoints" if folder.seen else "unfinished"
 
-
-class _Kept(Exception):
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def _skip(key: Key, reason: str) -> dict[str, Any]:
