@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -26,7 +25,7 @@ from lastgood.readers.hf_trainer.retention import ARCHIVE, TrainerRetention
 from lastgood.retention.policy import Policy
 from lastgood.stores import index_store
 from tests.helpers import lastgood_cli
-from tests.training_stores import stamp_in_order
+from tests.training_stores import prune_killed_after_first_op, stamp_in_order
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "training" / "hf_trainer"
 PRUNED = {"checkpoint-8", "checkpoint-24", "checkpoint-32"}  # keep-last 1: the head 40 and the best 16 stay
@@ -133,23 +132,8 @@ def test_a_prune_killed_after_its_first_rename_is_rolled_forward(tmp_path: Path)
     out = _copy(tmp_path)
     catalog, store = _open(tmp_path, str(out))
     plan = retention.plan_prune(catalog, store, Policy(last=1))
-    forget, entry = plan.forget_table(catalog), {
-        "id": jr.new_action_id(), "time": jr.now_iso(), "operator": "k", "action": "prune", "reason": "r",
-        "run_id": None, "namespace": "", "target": None, "previous_head": None, "superseded": [],
-        "undo_of": None, "marks": jr.empty_marks(), "note": {}}
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the killed process
-        backend = TrainerRetention(str(out))
-        real = backend.recovery.apply
-
-        def apply_then_die(op: Any) -> None:
-            real(op)
-            os._exit(9)  # killed right after the first rename: no cleanup, no entry
-
-        backend.recovery.apply = apply_then_die  # type: ignore[method-assign]
-        backend.prune(jr.PruneRequest(entry, forget, plan.archive))
-        os._exit(0)
-    assert os.waitpid(pid, 0)[1] != 0
+    entry = prune_killed_after_first_op(lambda: TrainerRetention(str(out)), plan.forget_table(catalog),
+                                        plan.archive)
     backend = TrainerRetention(str(out))
     lock = backend.pending()
     assert len(lock) == 1 and lock[0]["retention"] == "prune" and len(lock[0]["ops"]) == 3

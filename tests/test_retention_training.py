@@ -38,7 +38,7 @@ from tests.test_reader_deepspeed import make_saves as deepspeed_store
 from tests.test_reader_deepspeed import resolve_tag
 from tests.test_reader_lightning import make_store as lightning_base
 from tests.test_reader_orbax import make_store as orbax_base
-from tests.training_stores import T0, stamp_in_order
+from tests.training_stores import T0, prune_killed_after_first_op, stamp_in_order
 
 V0, V1 = "lightning_logs/version_0", "lightning_logs/version_1"
 ORBAX_TMP = "60.orbax-checkpoint-tmp-1700000000"  # an unfinished save: Orbax ignores it, so does prune
@@ -259,23 +259,7 @@ def test_a_prune_killed_after_its_first_rename_is_rolled_forward_by_the_next_act
     root = dcp(tmp_path)
     catalog, store = _open(tmp_path, root, "torch-dcp")
     plan = retention.plan_prune(catalog, store, Policy(last=1))
-    forget = plan.forget_table(catalog)
-    entry = {"id": jr.new_action_id(), "time": jr.now_iso(), "operator": "k", "action": "prune", "reason": "r",
-             "run_id": None, "namespace": "", "target": None, "previous_head": None, "superseded": [],
-             "undo_of": None, "marks": jr.empty_marks(), "note": {}}
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the killed process
-        backend = DcpRetention(str(root))
-        real = backend.recovery.apply
-
-        def apply_then_die(op: Any) -> None:
-            real(op)
-            os._exit(9)  # killed right after the first rename: no cleanup, no entry
-
-        backend.recovery.apply = apply_then_die  # type: ignore[method-assign]
-        backend.prune(jr.PruneRequest(entry, forget, plan.archive))
-        os._exit(0)
-    assert os.waitpid(pid, 0)[1] != 0
+    entry = prune_killed_after_first_op(lambda: DcpRetention(str(root)), plan.forget_table(catalog), plan.archive)
     archived = root / ARCHIVE / entry["id"]
     backend = DcpRetention(str(root))
     assert [p["retention"] for p in backend.pending()] == ["prune"]

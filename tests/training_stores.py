@@ -146,3 +146,28 @@ def cut_before_central_directory(path: Path) -> None:
 def drop_canary(path: Path) -> None:
     """The malicious-pickle canary (torch_save/evil.pt: os.system) in place of ``path``."""
     shutil.copyfile(TRAINING / "torch_save" / "evil.pt", path)
+
+
+def prune_killed_after_first_op(make_backend, forget, archive: str) -> dict:
+    """Run a prune of ``forget`` in a forked process killed right after its first intent operation
+    (no cleanup, no journal entry); the prune's entry (its ``id`` names the action). ``make_backend``
+    builds the retention backend (in the child)."""
+    from lastgood.readers import journal as jr
+
+    entry = {"id": jr.new_action_id(), "time": jr.now_iso(), "operator": "k", "action": "prune", "reason": "r",
+             "run_id": None, "namespace": "", "target": None, "previous_head": None, "superseded": [],
+             "undo_of": None, "marks": jr.empty_marks(), "note": {}}
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the killed process
+        backend = make_backend()
+        real = backend.recovery.apply
+
+        def apply_then_die(op: object) -> None:
+            real(op)
+            os._exit(9)  # killed right after the first operation
+
+        backend.recovery.apply = apply_then_die
+        backend.prune(jr.PruneRequest(entry, forget, archive))
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] != 0
+    return entry
