@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 from lastgood.display import export
 from lastgood.index.sql import EXAMPLES
 from lastgood.ui import report_button
-from lastgood.ui.sql import PAGE_LIMIT
+from lastgood.ui.sql import GRID_SENT_KEY, PAGE_LIMIT, VIEWS_KEY
 from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,3 +175,33 @@ def test_the_editor_sits_above_the_result_it_is_drawn_after(downloads: dict[str,
     kinds = [node.type for node in at.main if hasattr(node, "type")]
     assert kinds.index("selectbox") < kinds.index("text_area") < kinds.index("dataframe")
     assert at.text_area(key="sql_query").value == "SELECT 1 AS one" and len(at.dataframe[0].value) == 1
+
+
+def test_the_views_reference_is_sent_only_once_opened(downloads: dict[str, Any]) -> None:
+    """Its ~2.6 kB of Markdown is not part of the first screen; opening the expander (a rerun)
+    brings every view with its columns."""
+    at = open_page("sql", sql="SELECT 1 AS one")
+    (views,) = at.expander
+    assert views.label == "Views and their columns" and not views.children
+    assert not any("`checkpoints`" in m.value for m in at.markdown)
+    at.session_state[VIEWS_KEY] = True  # what the browser sends when the operator opens it
+    at.run()
+    assert not at.exception
+    shown = "\n".join(m.value for m in at.expander[0].markdown)
+    assert all(f"**`{name}`**" in shown for name in ("checkpoints", "runs", "findings", "events", "actions"))
+    assert "`run_id` VARCHAR" in shown and len(at.dataframe) == 1  # the result stays
+
+
+def test_the_waiting_grid_is_replaced_by_the_result_or_goes(downloads: dict[str, Any], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first run's empty grid (placed before the store is opened, so the browser loads the grid's
+    code meanwhile) never stays beside a result, an error or a page without a store."""
+    at = open_page("sql", sql="SELECT 2 AS two")
+    (grid,) = at.dataframe
+    assert list(grid.value.columns) == ["two"] and at.session_state[GRID_SENT_KEY] is True
+    at.text_area(key="sql_query").input("SELECT nope FROM checkpoints").run()
+    assert at.error and not at.dataframe
+    monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "empty-home"))
+    monkeypatch.setenv("LASTGOOD_STORES", "[]")
+    alone = open_page("sql")
+    assert not alone.dataframe and any("No store selected" in i.value for i in alone.info)

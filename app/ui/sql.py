@@ -2,10 +2,16 @@
 same sandbox ``lastgood sql`` runs in) — an editor, example queries, the result grid (the first
 PAGE_LIMIT rows, with the query's true row count), exports of the whole result, and the query
 in the URL (``?sql=…``) so a copied link runs it again.
+
+The page's parts are placed before the store is opened (:func:`place`): the result's slot holds an
+empty grid until the query answers, so a browser's first visit fetches and compiles the grid's code
+(Streamlit loads an element's code when one is first shown) while the server refreshes the store
+and runs the query, instead of after the result's rows arrived.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
@@ -27,8 +33,36 @@ EXPORT_LIMIT = 1_000_000  # rows an export holds at most
 QUERY_PARAM = "sql"
 QUERY_KEY = "sql_query"
 EXAMPLE_KEY = "sql_example"
+VIEWS_KEY = "sql_views"  # the views' expander (open or not)
+GRID_SENT_KEY = "sql_grid_sent"  # the session's browser was sent a grid (its code is loaded)
 DEFAULT_QUERY = "SELECT run_id, count(*) AS checkpoints, sum(size_bytes) AS bytes, max(created_at) AS last_at\n" \
                 "FROM checkpoints GROUP BY run_id ORDER BY last_at DESC"
+
+
+@dataclass(frozen=True)
+class Slots:
+    """The page's parts, top to bottom: the store's note, the editor, the result."""
+
+    intro: Any
+    editor: Any
+    result: Any
+
+    def clear(self) -> None:
+        """Nothing to show (no store): the result's waiting grid goes."""
+        self.result.empty()
+
+
+def place() -> Slots:
+    """The page's slots, placed at the top of its run (before the store is opened). On the page's
+    first run in a session the result's holds an empty grid (no rows, no count: the result's count
+    and grid replace it together); later runs keep the last result on screen until the new one."""
+    slots = Slots(st.empty(), st.container(), st.empty())
+    if not st.session_state.get(GRID_SENT_KEY):
+        import pyarrow as pa
+
+        st.session_state[GRID_SENT_KEY] = True
+        slots.result.dataframe(pa.table({"": pa.array([], pa.string())}), height=40, lazy=False)
+    return slots
 
 
 def take_link() -> None:
@@ -51,11 +85,10 @@ def _use_example() -> None:
         st.session_state[QUERY_KEY] = found[chosen]
 
 
-def render_editor() -> str:
-    """The example picker and the editor, drawn at the end of the page run into a slot placed here
-    (the browser builds the result's grid first, the widgets' code after it); the query to run
-    ('' for none): the editor's state, set before the run by a link, an example or the editor."""
-    slot = st.container()
+def render_editor(slot: Any) -> str:
+    """The example picker and the editor, drawn at the end of the page run into ``slot`` (the
+    browser builds the result's grid first, the widgets' code after it); the query to run ('' for
+    none): the editor's state, set before the run by a link, an example or the editor."""
     after_page(lambda: _draw_editor(slot))
     return str(st.session_state.get(QUERY_KEY) or "").strip()
 
@@ -68,8 +101,13 @@ def _draw_editor(slot: Any) -> None:
 
 
 def render_views() -> None:
-    """The views and their columns (docs/sql.md), in an expander."""
-    with st.expander("Views and their columns"):  # one block: each element costs the browser a render
+    """The views and their columns (docs/sql.md), in an expander whose content is sent only once it
+    is opened (a rerun): ~2.6 kB of Markdown the browser would otherwise lay out, hidden, beside the
+    result's grid on every first screen."""
+    views = st.expander("Views and their columns", key=VIEWS_KEY, on_change="rerun")
+    if not views.open:
+        return
+    with views:  # one block: each element costs the browser a render
         st.markdown("\n\n".join(f"**`{view['name']}`** — {md_escape(view['description'])}  \n"
                                  + ", ".join(f"`{c['name']}` {c['type']}" for c in view["columns"])
                                  for view in describe_views()))
@@ -80,8 +118,14 @@ def _result(index_path: str, store_id: int, sql: str, limit: int) -> tuple[pa.Ta
     return run_query(catalog(index_path), store_id, sql, limit=limit, timeout=DEFAULT_TIMEOUT)
 
 
-def render_result(ref: StoreRef, sql: str) -> None:
-    """The query's first PAGE_LIMIT rows, its true count, and exports of the whole result."""
+def render_result(ref: StoreRef, sql: str, slot: Any) -> None:
+    """The query's first PAGE_LIMIT rows, its true count, and exports of the whole result, in
+    ``slot`` (replacing the empty grid it holds)."""
+    with slot.container():
+        _draw_result(ref, sql)
+
+
+def _draw_result(ref: StoreRef, sql: str) -> None:
     if not sql:
         st.caption("Write a query, or pick an example.")
         return

@@ -173,16 +173,16 @@ def ensure_indexed(index: Catalog, index_path: str, url: str, allow_write: bool)
 
 
 def _index(index: Catalog, url: str) -> int | None:
-    """Index ``url`` inside st.status; the store id, or None with the error remembered."""
-    holder = st.empty()
+    """Index ``url`` (a never-seen store, or the session's incremental refresh of a known one) under
+    a spinner; the store id, or None with the error remembered. A spinner, not st.status: it shows
+    only after half a second (a known store's refresh usually takes less), and st.status sleeps
+    0.1 s of every page's first run in a session, before the page's content is sent."""
     try:
-        with holder.status(f"Indexing {display_url(url)}…"):
+        with st.spinner(f"Indexing {md_escape(display_url(url))}…"):
             summary = index_store(index, url, check=UI_CHECK_DEPTH)
     except Exception as exc:  # any URL can be typed: fsspec/botocore errors are not LastgoodErrors
         st.session_state[ERROR_KEY] = open_error_message(url, exc)
         return None
-    finally:
-        holder.empty()
     st.session_state.pop(ERROR_KEY, None)
     if summary.refresh.changed:
         clear_query_caches()
