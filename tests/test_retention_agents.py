@@ -158,6 +158,8 @@ def test_openai_keep_rules_keep_whole_sessions(tmp_path: Path) -> None:
     plan = core.plan(last=2, daily=1)
     assert plan.summary["forget"] == 0  # every item needs the one before it: whole sessions stay
     assert plan.summary["kept_by"]["needed: session-history"] == plan.summary["checkpoints"] - 8
+    assert any("nothing goes" in w and "--keep-runs-within" in w for w in plan.warnings), plan.warnings
+    assert not [w for w in core.plan(last=2, runs_within="1d").warnings if "nothing goes" in w]
 
 
 def test_openai_advanced_store_every_table_comes_back(tmp_path: Path) -> None:

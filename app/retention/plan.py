@@ -189,7 +189,19 @@ def plan_prune(catalog: Catalog, store: OpenStore, policy: Policy | None = None,
                      kept, forgotten, summary, per_run, policy_source=source)
     if summary["incomplete"]:
         plan.warnings.append(f"{summary['incomplete']} save(s) in progress (incomplete) are never touched")
+    plan.warnings.extend(_nothing_goes_hint(summary, policy))
     return plan
+
+
+def _nothing_goes_hint(summary: dict[str, Any], policy: Policy) -> list[str]:
+    """Why nothing goes when every checkpoint a rule let go is needed by a kept one (a session
+    store: each state is the one before plus one item), and what does take something."""
+    needed = {rule: n for rule, n in (summary.get("kept_by") or {}).items() if rule.startswith("needed")}
+    if summary.get("forget") or not needed or (policy.runs_within is not None and not policy.runs_within.zero):
+        return []
+    rules = ", ".join(f"{rule} ({n:,})" for rule, n in needed.items())
+    return [f"nothing goes: every checkpoint the rules let go is needed by a kept one — {rules}; whole runs can "
+            "go: --keep-runs-within DURATION (the Storage page's \"Delete runs untouched for\")"]
 
 
 def policy_keeps(times: list[tuple[str, datetime | None]], policy: Policy, now: datetime | None = None
