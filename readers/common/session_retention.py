@@ -92,6 +92,7 @@ class SessionRetention:
     reader_class = ""
     recovery_class = ""
     placeholder = "?"
+    back_again_text = "exists again (written to since the prune)"  # an undo's conflict, after the session's name
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = url
@@ -291,8 +292,8 @@ class SessionRetention:
             return [f"the archive cannot be read: {exc}"]
         if force:
             return []
-        return [f"{self.session_label(run)} exists again (written to since the prune): restoring would mix its old "
-                "history into the new one (--force leaves it in the archive)" for run in self._back_again(manifest, runs)]
+        return [f"{self.session_label(run)} {self.back_again_text}: restoring would mix its old history into the new "
+                "one (--force leaves it in the archive)" for run in self._back_again(manifest, runs)]
 
     def unprune(self, request: jr.UnpruneRequest) -> jr.RetentionOutcome:
         archive, manifest, runs = self._archived(request.original, request.archive_options)

@@ -17,7 +17,7 @@ session with a file back at one of its paths is a conflict (``--force`` leaves i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lastgood.errors import ConflictError, ReaderError
@@ -33,6 +33,8 @@ PRUNE, UNPRUNE = "prune", jr.UNPRUNE
 class FileSessionRetention(SessionRetention):
     """A format gives ``reader_name``, ``reader_class``, ``recovery_class`` (its ``FileJournal``) and
     :meth:`session_files`."""
+
+    back_again_text = "has a file back at its place (written to since the prune)"
 
     def session_files(self, recovery: Any, run_id: str) -> list[str]:
         """The session's files, relative to the store root (none: no such session)."""
@@ -133,27 +135,11 @@ class FileSessionRetention(SessionRetention):
 
     # ---- undo ------------------------------------------------------------------------------------------
 
-    def _archived(self, original: Mapping[str, Any], options: Mapping[str, Any] | None = None
-                  ) -> tuple[Archive, dict[str, Any], list[str]]:
-        note = original.get("note") if isinstance(original.get("note"), Mapping) else {}
-        archive = Archive(str(note.get("archive") or ""), options)
-        manifest = archive.manifest(str(original["id"]), note.get("manifest_sha256"))
-        return archive, manifest, [str(s) for s in note.get("sessions") or []]
-
-    def _back_again(self, rec: Any, manifest: Mapping[str, Any], runs: list[str]) -> list[str]:
+    def _back_again(self, manifest: Mapping[str, Any], runs: Sequence[str], rec: Any = None) -> list[str]:
+        """The pruned runs with a file back at its place (``rec``: the recovery journal in use)."""
+        rec = rec if rec is not None else self.recovery()
         info = manifest.get("sessions") or {}
         return [run for run in runs if run in info and any(rec.fs.exists(rec._path(p)) for p in info[run]["files"])]
-
-    def unprune_conflicts(self, original: Mapping[str, Any], force: bool = False) -> list[str]:
-        try:
-            _, manifest, runs = self._archived(original)
-        except (ReaderError, OSError, ValueError) as exc:
-            return [f"the archive cannot be read: {exc}"]
-        if force:
-            return []
-        return [f"{self.session_label(run)} has a file back at its place (written to since the prune): restoring "
-                "would mix its old history into the new one (--force leaves it in the archive)"
-                for run in self._back_again(self.recovery(), manifest, runs)]
 
     def unprune(self, request: jr.UnpruneRequest) -> jr.RetentionOutcome:
         self.resume()
@@ -167,7 +153,7 @@ class FileSessionRetention(SessionRetention):
         lock = rec._acquire(str(request.entry["id"]))
         outcome = jr.RetentionOutcome(entry={})
         with holding(rec, lock):
-            back = set(self._back_again(rec, manifest, runs))
+            back = set(self._back_again(manifest, runs, rec))
             if back and not request.force:
                 raise ConflictError("; ".join(self.unprune_conflicts(request.original)) + "; nothing was restored")
             write: dict[str, str] = {}
