@@ -95,6 +95,13 @@ def build_demo_store(root: Path, home: Path, steps: int = 6, damage: bool = True
 # ---- a real server --------------------------------------------------------------------
 
 
+def page_env(monkeypatch: pytest.MonkeyPatch, home: Path, store_url: str) -> None:
+    """The environment `lastgood ui` gives the pages (for AppTest): the home, the store, read-only."""
+    monkeypatch.setenv("LASTGOOD_HOME", str(home))
+    monkeypatch.setenv("LASTGOOD_STORES", store_url)
+    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
+from tests.fixtures_browser import SECRET, DemoStore, build_demo_store, page_env
 from tests.test_pages import pick_checkpoint, rendered_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,9 +30,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture()
 def app_env(demo: DemoStore, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
-    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
-    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([demo.url]))
-    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    page_env(monkeypatch, demo.home, json.dumps([demo.url]))
     return demo
 
 

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from lastgood.integrity import background
 from lastgood.config import load_settings
 from lastgood.stores import normalize_url
+from tests.fixtures_browser import page_env
 from tests.helpers import SAMPLE_STORE, lastgood_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,9 +40,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]
 @pytest.fixture()
 def app_env(checked: tuple[Path, Path, dict], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict]:
     store, home, _ = checked
-    monkeypatch.setenv("LASTGOOD_HOME", str(home))
-    monkeypatch.setenv("LASTGOOD_STORES", json.dumps([normalize_url(str(store))]))
-    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    page_env(monkeypatch, home, json.dumps([normalize_url(str(store))]))
     return checked
 
 

@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lastgood.ui import tabs, timeline
-from tests.fixtures_browser import DemoStore, build_demo_store
+from tests.fixtures_browser import DemoStore, build_demo_store, page_env
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
@@ -30,9 +30,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture()
 def app_env(demo: DemoStore, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
-    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
-    monkeypatch.setenv("LASTGOOD_STORES", demo.url)
-    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    page_env(monkeypatch, demo.home, demo.url)
     return demo
 
 

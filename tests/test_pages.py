@@ -22,7 +22,7 @@ from lastgood.ui import timeline
 from lastgood.config import load_settings
 from lastgood.stores import index_store, normalize_url, open_catalog
 from lastgood.readers.native.writer import NativeWriter
-from tests.fixtures_browser import SECRET, DemoStore, build_demo_store
+from tests.fixtures_browser import SECRET, DemoStore, build_demo_store, page_env
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
@@ -40,9 +40,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoStore:
 
 @pytest.fixture()
 def app_env(demo: DemoStore, monkeypatch: pytest.MonkeyPatch) -> DemoStore:
-    monkeypatch.setenv("LASTGOOD_HOME", str(demo.home))
-    monkeypatch.setenv("LASTGOOD_STORES", demo.url)
-    monkeypatch.delenv("LASTGOOD_ALLOW_WRITE", raising=False)
+    page_env(monkeypatch, demo.home, demo.url)
     return demo
 
 
