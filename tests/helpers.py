@@ -120,3 +120,42 @@ def langgraph_db(request: Any, tmp_path: Path, name: str) -> tuple[str, Any]:
             saver.setup()
             yield saver
     return dsn, pg_saver
+
+
+def kill_loop(run_child: Any, check: Any, seed: int, trials: int, delay: float, *, needed: int = 2,
+              min_trials: int = 6, budget: float = 6.0, settle: Any = None, prepare: Any = None) -> int:
+    """Fork a child that runs ``run_child(prepare())`` (``run_child()`` without ``prepare``: made in the
+    child before it says it runs) until it is SIGKILLed at a random moment within ``delay`` seconds;
+    ``check()`` the store before anything repairs it (1: the kill landed inside an action), then
+    ``settle()``. Stops after ``min_trials`` once ``needed`` kills landed and ``budget`` seconds passed.
+    How many kills landed inside an action."""
+    import random
+    import signal
+    import time
+
+    rng = random.Random(seed)
+    landed, started = 0, time.monotonic()
+    for trial in range(trials):
+        if trial >= min_trials and landed >= needed and time.monotonic() - started > budget:
+            break  # enough: more kills only when none has landed inside an action yet
+        ready, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child is killed
+            try:
+                os.close(ready)
+                made = prepare() if prepare is not None else None
+                os.write(ready_w, b".")  # running: the kill's delay starts now, not at a busy machine's fork
+                run_child(made) if prepare is not None else run_child()
+            finally:
+                os._exit(3)
+        os.close(ready_w)
+        os.read(ready, 1)
+        os.close(ready)
+        time.sleep(rng.uniform(0.0, delay))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status), f"trial {trial}: the child ended on its own ({status})"
+        landed += check()  # before any repair
+        if settle is not None:
+            settle()  # the next action completes what was interrupted
+    return landed

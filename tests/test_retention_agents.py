@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
-import signal
 import sqlite3
 import time
 from collections.abc import Callable
@@ -26,6 +24,7 @@ import pytest
 from lastgood.readers import journal as jr
 from lastgood.readers.base import as_table
 from lastgood.readers.native.archive import Archive
+from tests import helpers
 from tests.helpers import ROOT, lastgood_cli
 from tests.test_reader_openai_agents import A_TURN, add_items
 
@@ -296,31 +295,11 @@ def kill_loop(make: Callable[[], Any], forget: Any, archive: str, check: Callabl
     """Fork a child that prunes and undoes forever; SIGKILL it at a random moment; ``check`` the store
     before anything repairs it (1: the kill landed inside a prune, after its archive was written).
     How many kills landed inside a prune."""
-    rng = random.Random(seed)
-    started, landed = time.monotonic(), 0
-    for trial in range(trials):
-        if trial >= 6 and landed and time.monotonic() - started > budget:
-            break  # enough: more kills only while none has landed inside an action yet
-        ready, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child is killed
-            try:
-                os.close(ready)
-                backend = make()
-                os.write(ready_w, b".")
-                while True:
-                    _step(backend, forget, archive)
-            finally:
-                os._exit(3)
-        os.close(ready_w)
-        os.read(ready, 1)
-        os.close(ready)
-        time.sleep(rng.uniform(0.0, delay))
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status), f"trial {trial}: the child ended on its own ({status})"
-        landed += check()
-    return landed
+    def prune_and_undo(backend: Any) -> None:
+        while True:
+            _step(backend, forget, archive)
+
+    return helpers.kill_loop(prune_and_undo, check, seed, trials, delay, needed=1, budget=budget, prepare=make)
 
 
 def session_rows(path: str) -> dict[str, str]:

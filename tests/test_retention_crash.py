@@ -8,11 +8,7 @@ completes the interrupted one, and the store is exactly "before" (undo done) or 
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +19,7 @@ from lastgood.readers.base import as_table
 from lastgood.readers.native.archive import Archive, manifest_keys
 from lastgood.readers.native.reader import NativeReader
 from lastgood.readers.native.writer import NativeWriter
-from tests.helpers import agent_state
+from tests.helpers import agent_state, kill_loop
 
 TRIALS = 24
 BUDGET = 6.0  # seconds of kill loop per store (at least MIN_TRIALS kills): bounded on a busy machine
@@ -68,31 +64,8 @@ def _open_prune(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _kill_loop(run_child: Any, check: Any, settle: Any, seed: int, trials: int, delay: float,
                needed: int = 2) -> int:
-    rng = random.Random(seed)
-    interrupted = 0
-    started = time.monotonic()
-    for trial in range(trials):
-        if trial >= MIN_TRIALS and interrupted >= needed and time.monotonic() - started > BUDGET:
-            break  # enough: more kills only when none has landed inside an action yet
-        ready, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child is killed
-            try:
-                os.close(ready)
-                os.write(ready_w, b".")  # running: the kill's delay starts now, not at a busy machine's fork
-                run_child()
-            finally:
-                os._exit(3)
-        os.close(ready_w)
-        os.read(ready, 1)
-        os.close(ready)
-        time.sleep(rng.uniform(0.0, delay))
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status), f"trial {trial}: the child ended on its own ({status})"
-        interrupted += check()  # before any repair
-        settle()  # the next action completes what was interrupted
-    return interrupted
+    return kill_loop(run_child, check, seed, trials, delay, needed=needed, min_trials=MIN_TRIALS, budget=BUDGET,
+                     settle=settle)
 
 
 # ---- the native store ------------------------------------------------------------------------
