@@ -342,6 +342,13 @@ class RetentionOutcome:
     space: dict[str, Any] = field(default_factory=dict)  # what the store gave back (see reclaim)
 
 
+def breakdown_row(table: str, rows: int, size: int, run_id: str | None = None, channel: str | None = None,
+                  estimated: bool = False) -> dict[str, Any]:
+    """One row of :meth:`RetentionBackend.breakdown` (``run_id``/``channel`` None: a total)."""
+    return {"table": table, "channel": channel, "run_id": run_id, "rows": int(rows or 0), "bytes": int(size or 0),
+            "estimated": estimated}
+
+
 class RetentionBackend(Protocol):
     """The retention capability a reader offers through ``reader.retention()`` (see docs/readers.md).
 

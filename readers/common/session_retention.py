@@ -50,6 +50,7 @@ from lastgood.readers.common import sqljournal
 from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, table_columns
 from lastgood.readers.common.urls import display_url
 from lastgood.readers.native.archive import Archive, default_archive_beside, manifest_path
+from lastgood.readers.journal import breakdown_row
 
 HISTORY_RULE = "session-history"  # a checkpoint needs the one before it (its state is that one plus an item)
 ROWID = "__lastgood_rowid__"
@@ -415,10 +416,10 @@ class SqliteSessionRetention(SessionRetention):
                 group = ", ".join(quote(c) for c in t.columns)
                 total = conn.execute(f"SELECT count(*), coalesce(sum({length}), 0) FROM {t.sql_name}").fetchone()
                 size, estimated = (pages[t.name], False) if t.name in pages else (int(total[1]), True)
-                out.append(_row(t.name, int(total[0]), size, estimated=estimated))
+                out.append(breakdown_row(t.name, int(total[0]), size, estimated=estimated))
                 for values in conn.execute(f"SELECT {group}, count(*), coalesce(sum({length}), 0) FROM {t.sql_name} "
                                            f"GROUP BY {group}").fetchall():
-                    out.append(_row(t.name, int(values[-2]), int(values[-1]), run_id=run_of(values[:-2])))
+                    out.append(breakdown_row(t.name, int(values[-2]), int(values[-1]), run_id=run_of(values[:-2])))
         return out
 
     def footprint(self) -> dict[str, Any]:
@@ -498,7 +499,3 @@ def _dbstat(conn: sqlite3.Connection) -> dict[str, int]:
 
 def skip_run(outcome: jr.RetentionOutcome, keys: Mapping[Key, Any], reason: str) -> None:
     outcome.skipped += [{"run_id": k[0], "namespace": k[1], "checkpoint_id": k[2], "reason": reason} for k in sorted(keys)]
-
-
-def _row(table: str, rows: int, size: int, run_id: str | None = None, estimated: bool = False) -> dict[str, Any]:
-    return {"table": table, "channel": None, "run_id": run_id, "rows": rows, "bytes": size, "estimated": estimated}

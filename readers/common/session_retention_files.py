@@ -26,6 +26,7 @@ from lastgood.readers.common.filejournal import Kept, durable_write, holding
 from lastgood.readers.common.session_retention import Key, SessionRetention, skip_run
 from lastgood.readers.common.urls import display_url
 from lastgood.readers.native.archive import Archive, default_archive_beside, manifest_path
+from lastgood.readers.journal import breakdown_row
 
 PRUNE, UNPRUNE = "prune", jr.UNPRUNE
 
@@ -204,10 +205,8 @@ class FileSessionRetention(SessionRetention):
         for run in sorted(runs):
             paths = self.session_files(rec, run)
             size = sum(int(rec.fs.size(rec._path(p)) or 0) for p in paths)
-            out.append({"table": "files", "channel": None, "run_id": run, "rows": len(paths), "bytes": size,
-                        "estimated": False})
-        out.insert(0, {"table": "files", "channel": None, "run_id": None, "rows": sum(r["rows"] for r in out),
-                       "bytes": sum(r["bytes"] for r in out), "estimated": False})
+            out.append(breakdown_row("files", len(paths), size, run))
+        out.insert(0, breakdown_row("files", sum(r["rows"] for r in out), sum(r["bytes"] for r in out)))
         return out
 
     def footprint(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from lastgood.readers.common import sqljournal
 from lastgood.readers.common.session_retention import SessionRetention, SessionTable, quote, require_columns
+from lastgood.readers.journal import breakdown_row
 
 COLUMNS_SQL = """SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
     WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"""
@@ -89,11 +90,11 @@ class PostgresSessionRetention(SessionRetention):
             for t in self.session_tables(conn):
                 count, size = conn.execute(f"SELECT count(*), pg_total_relation_size(%s::regclass) FROM {t.sql_name}",
                                            (t.sql_name,)).fetchone()
-                out.append(_row(t.name, int(count), int(size)))
+                out.append(breakdown_row(t.name, int(count), int(size)))
                 group = ", ".join(quote(c) for c in t.columns)
                 for values in conn.execute(f"SELECT {group}, count(*), coalesce(sum(pg_column_size(x.*)), 0) "
                                            f"FROM {t.sql_name} x GROUP BY {group}").fetchall():
-                    out.append(_row(t.name, int(values[-2]), int(values[-1]), run_id=run_of(values[:-2])))
+                    out.append(breakdown_row(t.name, int(values[-2]), int(values[-1]), run_id=run_of(values[:-2])))
         return out
 
     def footprint(self) -> dict[str, Any]:
@@ -128,7 +129,3 @@ class PostgresSessionRetention(SessionRetention):
     def _tables(self) -> list[SessionTable]:
         with self._snapshot() as conn:
             return self.session_tables(conn)
-
-
-def _row(table: str, rows: int, size: int, run_id: str | None = None) -> dict[str, Any]:
-    return {"table": table, "channel": None, "run_id": run_id, "rows": rows, "bytes": size, "estimated": False}

@@ -23,15 +23,10 @@ from typing import Any
 import msgpack
 
 from lastgood.readers.langgraph.recovery import TABLE as JOURNAL_TABLE
+from lastgood.readers.journal import breakdown_row
 
 AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}
 VACUUM_TIMEOUT_MS = 5000
-
-
-def _row(table: str, rows: int, size: int, run_id: str | None = None, channel: str | None = None,
-         estimated: bool = False) -> dict[str, Any]:
-    return {"table": table, "channel": channel, "run_id": run_id, "rows": int(rows or 0), "bytes": int(size or 0),
-            "estimated": estimated}
 
 
 # ---- SQLite -----------------------------------------------------------------------------------
@@ -39,20 +34,20 @@ def _row(table: str, rows: int, size: int, run_id: str | None = None, channel: s
 
 def sqlite_breakdown(backend: Any, channels: bool, sample: int) -> list[dict[str, Any]]:
     with backend._reading() as conn:
-        out = [_row("checkpoints", *conn.execute("""SELECT count(*), coalesce(sum(length(checkpoint)), 0)
+        out = [breakdown_row("checkpoints", *conn.execute("""SELECT count(*), coalesce(sum(length(checkpoint)), 0)
             + coalesce(sum(length(metadata)), 0) FROM checkpoints""").fetchone())]
-        out += [_row("checkpoints", n, b, run_id=t) for t, n, b in conn.execute("""SELECT thread_id, count(*),
+        out += [breakdown_row("checkpoints", n, b, run_id=t) for t, n, b in conn.execute("""SELECT thread_id, count(*),
             coalesce(sum(length(checkpoint)), 0) + coalesce(sum(length(metadata)), 0) FROM checkpoints
             GROUP BY thread_id""")]
         if backend._has_writes(conn):
-            out.append(_row("writes", *conn.execute(
+            out.append(breakdown_row("writes", *conn.execute(
                 "SELECT count(*), coalesce(sum(length(value)), 0) FROM writes").fetchone()))
-            out += [_row("writes", n, b, run_id=t) for t, n, b in conn.execute(
+            out += [breakdown_row("writes", n, b, run_id=t) for t, n, b in conn.execute(
                 "SELECT thread_id, count(*), coalesce(sum(length(value)), 0) FROM writes GROUP BY thread_id")]
-            out += [_row("writes", n, b, channel=c) for c, n, b in conn.execute(
+            out += [breakdown_row("writes", n, b, channel=c) for c, n, b in conn.execute(
                 "SELECT channel, count(*), coalesce(sum(length(value)), 0) FROM writes GROUP BY channel")]
         if backend._journal_exists(conn):
-            out.append(_row("journal", *conn.execute(
+            out.append(breakdown_row("journal", *conn.execute(
                 f"SELECT count(*), coalesce(sum(length(entry)), 0) FROM {JOURNAL_TABLE}").fetchone()))
         if channels:
             out += _sampled_channels(conn, out[0]["bytes"], sample)
@@ -81,7 +76,7 @@ def _sampled_channels(conn: sqlite3.Connection, total: int, sample: int) -> list
             seen[channel] = seen.get(channel, 0) + 1
     if not measured:
         return []
-    return [_row("checkpoints", round(count * seen[ch] / len(rows)), round(total * size / measured), channel=ch,
+    return [breakdown_row("checkpoints", round(count * seen[ch] / len(rows)), round(total * size / measured), channel=ch,
                  estimated=True) for ch, size in sorted(sizes.items(), key=lambda kv: -kv[1])]
 
 
@@ -166,19 +161,19 @@ WHERE relname IN ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes', 'lastg
 
 def postgres_breakdown(backend: Any, channels: bool) -> list[dict[str, Any]]:
     with backend._reading() as conn:
-        out = [_row("checkpoints", *conn.execute("""SELECT count(*), coalesce(sum(pg_column_size(checkpoint)
+        out = [breakdown_row("checkpoints", *conn.execute("""SELECT count(*), coalesce(sum(pg_column_size(checkpoint)
             + coalesce(pg_column_size(metadata), 0)), 0) FROM checkpoints""").fetchone())]
-        out += [_row("checkpoints", n, b, run_id=t) for t, n, b in conn.execute("""SELECT thread_id, count(*),
+        out += [breakdown_row("checkpoints", n, b, run_id=t) for t, n, b in conn.execute("""SELECT thread_id, count(*),
             sum(pg_column_size(checkpoint) + coalesce(pg_column_size(metadata), 0)) FROM checkpoints GROUP BY 1""")]
         for table, column in (("checkpoint_blobs", "blob"), ("checkpoint_writes", "blob")):
-            out.append(_row(table, *conn.execute(
+            out.append(breakdown_row(table, *conn.execute(
                 f"SELECT count(*), coalesce(sum(pg_column_size({column})), 0) FROM {table}").fetchone()))
-            out += [_row(table, n, b, run_id=t) for t, n, b in conn.execute(
+            out += [breakdown_row(table, n, b, run_id=t) for t, n, b in conn.execute(
                 f"SELECT thread_id, count(*), coalesce(sum(pg_column_size({column})), 0) FROM {table} GROUP BY 1")]
-            out += [_row(table, n, b, channel=c) for c, n, b in conn.execute(
+            out += [breakdown_row(table, n, b, channel=c) for c, n, b in conn.execute(
                 f"SELECT channel, count(*), coalesce(sum(pg_column_size({column})), 0) FROM {table} GROUP BY 1")]
         if channels:
-            out += [_row("checkpoints", n, b, channel=c) for c, n, b in conn.execute("""SELECT v.key, count(*),
+            out += [breakdown_row("checkpoints", n, b, channel=c) for c, n, b in conn.execute("""SELECT v.key, count(*),
                 sum(pg_column_size(v.value)) FROM checkpoints c CROSS JOIN LATERAL jsonb_each(
                 CASE jsonb_typeof(c.checkpoint -> 'channel_values') WHEN 'object' THEN c.checkpoint -> 'channel_values'
                 ELSE '{}' END) AS v GROUP BY 1""")]

@@ -12,14 +12,9 @@ import msgpack
 from lastgood.readers.common.fsutil import safe_join
 from lastgood.readers.native import format as nf
 from lastgood.readers.native import pruning as steps
+from lastgood.readers.journal import breakdown_row
 
 AREAS = {nf.BLOBS: "blobs", "catalog": "catalog", nf.HEADS: "heads", nf.JOURNAL: "journal", nf.WRITES: "writes"}
-
-
-def _row(table: str, rows: int, size: int, run_id: str | None = None, channel: str | None = None,
-         estimated: bool = False) -> dict[str, Any]:
-    return {"table": table, "channel": channel, "run_id": run_id, "rows": int(rows or 0), "bytes": int(size or 0),
-            "estimated": estimated}
 
 
 def footprint(backend: Any) -> dict[str, Any]:
@@ -45,12 +40,12 @@ def breakdown(backend: Any, channels: bool, sample: int) -> list[dict[str, Any]]
         agg = per_run.setdefault(run, [0, 0])
         agg[0] += 1
         agg[1] += int(entry.get("size_bytes") or 0)
-    out = [_row("blobs", sum(a[0] for a in per_run.values()), sum(a[1] for a in per_run.values()))]
-    out += [_row("blobs", n, size, run_id=run) for run, (n, size) in sorted(per_run.items())]
+    out = [breakdown_row("blobs", sum(a[0] for a in per_run.values()), sum(a[1] for a in per_run.values()))]
+    out += [breakdown_row("blobs", n, size, run_id=run) for run, (n, size) in sorted(per_run.items())]
     space = footprint(backend)
     for area in ("catalog", "heads", "journal", "writes"):
         if space["files"].get(area):
-            out.append(_row(area, space["file_counts"].get(area, 0), space["files"][area]))
+            out.append(breakdown_row(area, space["file_counts"].get(area, 0), space["files"][area]))
     if channels:
         out += _sampled_keys(backend, snap, out[0]["bytes"], sample)
     return out
@@ -82,7 +77,7 @@ def _sampled_keys(backend: Any, snap: steps.CatalogSnapshot, total: int, sample:
     if not measured:
         return []
     count = len(snap.entries)
-    return [_row("blobs", round(count * seen[k] / picked), round(total * size / measured), channel=k, estimated=True)
+    return [breakdown_row("blobs", round(count * seen[k] / picked), round(total * size / measured), channel=k, estimated=True)
             for k, size in sorted(sizes.items(), key=lambda kv: -kv[1])]
 
 

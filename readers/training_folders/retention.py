@@ -41,6 +41,7 @@ from lastgood.readers.common.urls import display_url
 from lastgood.readers.training_folders import export
 from lastgood.readers.training_folders.journal import ARCHIVE
 from lastgood.readers.training_folders.moves import StepFolder, newest
+from lastgood.readers.journal import breakdown_row
 
 Key = tuple[str, str, str]
 
@@ -324,13 +325,13 @@ class FolderRetention:
             by_run.setdefault((piece.run_id, piece.area), []).append(piece)
             total = totals.setdefault(piece.area, [0, 0])
             total[0], total[1] = total[0] + 1, total[1] + piece.size
-        out += [_row(area, count, size) for area, (count, size) in sorted(totals.items())]
+        out += [breakdown_row(area, count, size) for area, (count, size) in sorted(totals.items())]
         for (run_id, area), found in sorted(by_run.items()):
-            out.append(_row(area, len(found), sum(p.size for p in found), run_id))
-            out += [_row(area, 1, p.size, run_id, p.checkpoint_id) for p in found if channels]
+            out.append(breakdown_row(area, len(found), sum(p.size for p in found), run_id))
+            out += [breakdown_row(area, 1, p.size, run_id, p.checkpoint_id) for p in found if channels]
         archived = self.footprint()["files"].get("archive", 0)
         if archived:
-            out.append(_row("archive", 0, archived))
+            out.append(breakdown_row("archive", 0, archived))
         return out
 
     def footprint(self) -> dict[str, Any]:
@@ -393,10 +394,5 @@ def _step_area(folder: StepFolder) -> str:
     return "quarantine" if not folder.visible else "checkpoints" if folder.seen else "unfinished"
 
 
-
 def _skip(key: Key, reason: str) -> dict[str, Any]:
     return {"run_id": key[0], "namespace": key[1], "checkpoint_id": key[2], "reason": reason}
-
-
-def _row(table: str, rows: int, size: int, run_id: str | None = None, channel: str | None = None) -> dict[str, Any]:
-    return {"table": table, "channel": channel, "run_id": run_id, "rows": rows, "bytes": size, "estimated": False}
