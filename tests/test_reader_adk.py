@@ -295,3 +295,35 @@ def test_cli_ls_show_verify_json(store: str, tmp_path: Path) -> None:
     verified = lastgood_cli("verify", store, "--read-data", "--format", "json", home=home)
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["checked"] == 41
+
+
+@pytest.mark.parametrize("parts", [
+    [{"function_call": {"name": "lookup", "id": "c1", "args": {"order_id": "7", "api_key": "sk-abcdefghijklmnopqrstu"}}},
+     {"text": "and a note"}],
+    [{"function_response": {"name": "lookup", "id": "c1", "response": {"error": "no such order"}}},
+     {"function_response": {"name": "refund", "id": "c2", "response": {"result": "ok"}}}],
+    [{"function_call": {"name": "a", "id": "1", "args": {}}}, {"function_response": {"name": "b", "response": 3}},
+     "not a part", {"function_call": ["not", "a", "call"]}],
+    [], None,
+])
+@pytest.mark.parametrize(("author", "role"), [("helpdesk_agent", "model"), ("user", "user"), (None, None)])
+def test_the_tool_rows_short_way_gives_what_the_long_way_gives(parts: Any, author: Any, role: Any) -> None:
+    """model._tool_row (an event with parts and nothing else of note, read in one pass) against
+    trigger_of, _metadata and events_of (the way every other event is read)."""
+    from datetime import timedelta
+
+    from lastgood.readers.adk import model
+    from lastgood.readers.base import EPOCH
+
+    info = list(model._NO_INFO)
+    info[model.AUTHOR], info[model.ROLE] = author, role
+    row = (7, "app", "alice", "s1", "e1", "inv-1", 1_793_700_484_000_123, 300, json.dumps(info), 1,
+           None if parts is None else json.dumps(parts))
+    events: list[Any] = []
+    trigger, meta = model._tool_row(row, "s1", author, role, events)
+    long_parts = model._parts(row[model.PARTS])
+    assert trigger == model.trigger_of(info, long_parts, 1)
+    assert json.loads(meta) == model._metadata(row, info, long_parts)
+    assert events == (model.events_of(row, "s1", info, long_parts, EPOCH + timedelta(microseconds=row[model.TS]))
+                      if long_parts else [])
+    assert "sk-abcdefghijklmnopqrstu" not in repr(events)

@@ -136,13 +136,19 @@ def _row_columns(rows: list[Row], run_ids: list[str], firsts: list[bool], listin
          transfer) = info
         in_order = not check_order or firsts[i] or previous_seq is None or seq is None or previous_seq < seq
         previous_seq = seq
-        if (row[PARTS] is None and row[VALID] == 1 and in_order and not (
+        if (row[VALID] == 1 and in_order and not (
                 code or rewind or interrupted or long_running or confirmations or auth or branch or transfer)
                 and (json_ts is None or -TS_TOLERANCE_US <= json_ts * 1_000_000 - row[TS] <= TS_TOLERANCE_US)):
-            add_trigger("user" if author == "user" else role or "event")
-            add_meta(_dumps({"app_name": row[APP], "author": author, "invocation_id": row[INV], "role": role,
-                             "user_id": row[USER]} if role is not None else
-                            {"app_name": row[APP], "author": author, "invocation_id": row[INV], "user_id": row[USER]}))
+            if row[PARTS] is None:
+                add_trigger("user" if author == "user" else role or "event")
+                add_meta(_dumps({"app_name": row[APP], "author": author, "invocation_id": row[INV], "role": role,
+                                 "user_id": row[USER]} if role is not None else
+                                {"app_name": row[APP], "author": author, "invocation_id": row[INV],
+                                 "user_id": row[USER]}))
+            else:  # a plain tool call or result: its parts read once (what the long way below gives)
+                trig, meta = _tool_row(row, run_ids[i], author, role, listing.events)
+                add_trigger(trig)
+                add_meta(meta)
             add_status(ok)
             add_reason(None)
             continue
@@ -156,6 +162,42 @@ def _row_columns(rows: list[Row], run_ids: list[str], firsts: list[bool], listin
             listing.events.extend(events_of(row, run_ids[i], info, parts,
                                             EPOCH + timedelta(microseconds=row[TS])))
     return triggers, metas, statuses, reasons
+
+
+def _tool_row(row: Row, run_id: str, author: Any, role: Any, events: list[EventRecord]) -> tuple[str, str]:
+    """Trigger and metadata of an event with parts and nothing else of note (no error, rewind,
+    pause, branch or transfer), its tool calls and failed tool results added to ``events``: the same
+    as :func:`trigger_of`, :func:`_metadata` and :func:`events_of` give, in one pass over the parts."""
+    meta: dict[str, Any] = {"invocation_id": row[INV], "user_id": row[USER], "app_name": row[APP]}
+    if author is not None:
+        meta["author"] = author
+    if role is not None:
+        meta["role"] = role
+    tools: list[Any] = []
+    results: list[Any] = []
+    created = None
+    for part in _parts(row[PARTS]) or ():
+        call, result = part.get("function_call"), part.get("function_response")
+        if isinstance(call, dict):
+            name = call.get("name")
+            tools.append(name)
+            created = created or EPOCH + timedelta(microseconds=row[TS])
+            events.append(EventRecord(run_id, "tool_call", "", row[ID], created, _text(name), _text(call.get("id")),
+                                      _short(f"{name}({args_text(call.get('args'))})")))
+        if isinstance(result, dict):
+            name = result.get("name")
+            results.append(name)
+            if _is_error(result.get("response")):
+                created = created or EPOCH + timedelta(microseconds=row[TS])
+                events.append(EventRecord(run_id, "error", "", row[ID], created, _text(name),
+                                          _text(result.get("id")),
+                                          _short(f"{name}: {args_text(result.get('response'))}")))
+    if tools:
+        meta["tool_calls"] = tools
+    if results:
+        meta["tool_results"] = results
+    trig = "tool_call" if tools else "tool_result" if results else "user" if author == "user" else str(role or "event")
+    return trig, _dumps(meta)
 
 
 def _noteworthy(info: Sequence[Any]) -> bool:

@@ -1,9 +1,10 @@
 """The listing query of an ADK SQLite database, fetched by rowid ranges in threads, and its prefetch.
 
 Most of a listing's time is SQLite parsing each ``event_data`` once (``json_extract`` of the fields
-in :data:`INFO_PATHS`), which runs without the GIL: ranges are fetched on up to two read-only
-connections in threads when no writer has the database open (immutable: every connection reads
-the same bytes). ``prefetch_url`` starts a full listing's fetch before the ``lastgood`` command has
+in :data:`INFO_PATHS`), which runs without the GIL: ranges are fetched on a read-only connection
+in a thread when no writer has the database open (immutable: it reads the same bytes). One thread,
+not two: two connections fetching at once took ~1.3 s of CPU where one takes ~0.7 s, and ended
+later on two cores (each row's tuple is built under the GIL, and SQLite's allocator is shared). ``prefetch_url`` starts a full listing's fetch before the ``lastgood`` command has
 imported anything heavy (the registry names it for ``adk-sqlite``); the reader's full scan takes
 the result when a stat of the files says nothing changed since, and fetches itself otherwise.
 This module imports only the standard library (and the light ``common.sqlite``).
@@ -29,7 +30,7 @@ INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("auth", ("actions", "requested_auth_configs")), ("transfer", ("actions", "transfer_to_agent")),
 )
 CHUNK_ROWS = 10_000
-THREADS = 2
+THREADS = 1
 
 _INFO = "json_extract(event_data, " + ", ".join("'$." + ".".join(p) + "'" for _, p in INFO_PATHS) + ")"
 # epoch microseconds of SQLAlchemy's DATETIME text ('YYYY-MM-DD HH:MM:SS.ffffff', naive UTC)
