@@ -39,8 +39,9 @@ QUERIES: dict[str, Callable[..., Any]] = {
 
 # what the Overview asks for, in the order it asks (lastgood.ui.overview)
 OVERVIEW: tuple[tuple[Any, ...], ...] = (
-    ("overview",), ("overview_status",), ("overview_agents",), ("overview_runs",), ("overview_growth",),
+    ("overview",), ("overview_status",), ("overview_agents",), ("overview_growth",),
     ("overview_failures",), ("damaged_runs", overview_tables.DAMAGED_RUNS_SHOWN), ("verification",),
+    ("overview_runs",),  # for the tables, after the first screen
 )
 PREPARED_SECONDS = 30.0  # a result read longer ago than this is not shown: the page queries again
 TAKE_WAIT_SECONDS = 5.0  # how long a page waits for a query still running ahead of it
