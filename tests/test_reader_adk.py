@@ -306,8 +306,10 @@ def test_cli_ls_show_verify_json(store: str, tmp_path: Path) -> None:
      "not a part", {"function_call": ["not", "a", "call"]}],
     [], None,
 ])
-@pytest.mark.parametrize(("author", "role"), [("helpdesk_agent", "model"), ("user", "user"), (None, None)])
-def test_the_tool_rows_short_way_gives_what_the_long_way_gives(parts: Any, author: Any, role: Any) -> None:
+@pytest.mark.parametrize(("author", "role", "falsy"), [("helpdesk_agent", "model", None), ("user", "user", None),
+                                                       (None, None, None), ("helpdesk_agent", "model", "")])
+def test_the_tool_rows_short_way_gives_what_the_long_way_gives(parts: Any, author: Any, role: Any,
+                                                                 falsy: Any) -> None:
     """model._tool_row (an event with parts and nothing else of note, read in one pass) against
     trigger_of, _metadata and events_of (the way every other event is read)."""
     from datetime import timedelta
@@ -317,13 +319,30 @@ def test_the_tool_rows_short_way_gives_what_the_long_way_gives(parts: Any, autho
 
     info = list(model._NO_INFO)
     info[model.AUTHOR], info[model.ROLE] = author, role
+    info[model.BRANCH] = info[model.ERROR_CODE] = info[model.TRANSFER] = falsy  # "" is kept in metadata, as None is not
     row = (7, "app", "alice", "s1", "e1", "inv-1", 1_793_700_484_000_123, 300, json.dumps(info), 1,
            None if parts is None else json.dumps(parts))
     events: list[Any] = []
-    trigger, meta = model._tool_row(row, "s1", author, role, events)
+    trigger, meta = model._tool_row(row, "s1", info, events)
     long_parts = model._parts(row[model.PARTS])
     assert trigger == model.trigger_of(info, long_parts, 1)
     assert json.loads(meta) == model._metadata(row, info, long_parts)
     assert events == (model.events_of(row, "s1", info, long_parts, EPOCH + timedelta(microseconds=row[model.TS]))
                       if long_parts else [])
     assert "sk-abcdefghijklmnopqrstu" not in repr(events)
+
+
+@pytest.mark.parametrize(("author", "falsy"), [("helpdesk_agent", None), (None, None), ("user", ""), (None, 0)])
+def test_a_plain_events_metadata_is_what_the_long_way_gives(author: Any, falsy: Any) -> None:
+    """An event with no parts and nothing of note takes the listing's shortest way; its metadata is
+    still _metadata's (no author key when there is none; a falsy branch or error code kept)."""
+    from lastgood.readers.adk import model
+
+    info = list(model._NO_INFO)
+    info[model.AUTHOR], info[model.ROLE] = author, "model"
+    info[model.BRANCH] = info[model.ERROR_CODE] = falsy
+    row = (1, "app", "alice", "s1", "e1", "inv-1", 1_793_700_484_000_000, 120, json.dumps(info), 1, None)
+    listing = model.list_rows([row], frozenset(), set(), True)
+    meta = listing.checkpoints.column("metadata").to_pylist()[0]
+    assert json.loads(meta) == model._metadata(row, info, None)
+    assert listing.checkpoints.column("trigger").to_pylist() == ["user" if author == "user" else "model"]

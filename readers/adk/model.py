@@ -141,12 +141,15 @@ def _row_columns(rows: list[Row], run_ids: list[str], firsts: list[bool], listin
                 and (json_ts is None or -TS_TOLERANCE_US <= json_ts * 1_000_000 - row[TS] <= TS_TOLERANCE_US)):
             if row[PARTS] is None:
                 add_trigger("user" if author == "user" else role or "event")
-                add_meta(_dumps({"app_name": row[APP], "author": author, "invocation_id": row[INV], "role": role,
-                                 "user_id": row[USER]} if role is not None else
-                                {"app_name": row[APP], "author": author, "invocation_id": row[INV],
-                                 "user_id": row[USER]}))
+                if author is None or (code, branch, rewind, transfer) != (None, None, None, None):  # as _metadata
+                    add_meta(_dumps(_metadata(row, info, None)))
+                else:
+                    add_meta(_dumps({"app_name": row[APP], "author": author, "invocation_id": row[INV], "role": role,
+                                     "user_id": row[USER]} if role is not None else
+                                    {"app_name": row[APP], "author": author, "invocation_id": row[INV],
+                                     "user_id": row[USER]}))
             else:  # a plain tool call or result: its parts read once (what the long way below gives)
-                trig, meta = _tool_row(row, run_ids[i], author, role, listing.events)
+                trig, meta = _tool_row(row, run_ids[i], info, listing.events)
                 add_trigger(trig)
                 add_meta(meta)
             add_status(ok)
@@ -164,15 +167,11 @@ def _row_columns(rows: list[Row], run_ids: list[str], firsts: list[bool], listin
     return triggers, metas, statuses, reasons
 
 
-def _tool_row(row: Row, run_id: str, author: Any, role: Any, events: list[EventRecord]) -> tuple[str, str]:
+def _tool_row(row: Row, run_id: str, info: Sequence[Any], events: list[EventRecord]) -> tuple[str, str]:
     """Trigger and metadata of an event with parts and nothing else of note (no error, rewind,
     pause, branch or transfer), its tool calls and failed tool results added to ``events``: the same
     as :func:`trigger_of`, :func:`_metadata` and :func:`events_of` give, in one pass over the parts."""
-    meta: dict[str, Any] = {"invocation_id": row[INV], "user_id": row[USER], "app_name": row[APP]}
-    if author is not None:
-        meta["author"] = author
-    if role is not None:
-        meta["role"] = role
+    meta = _metadata(row, info, None)
     tools: list[Any] = []
     results: list[Any] = []
     created = None
@@ -196,7 +195,8 @@ def _tool_row(row: Row, run_id: str, author: Any, role: Any, events: list[EventR
         meta["tool_calls"] = tools
     if results:
         meta["tool_results"] = results
-    trig = "tool_call" if tools else "tool_result" if results else "user" if author == "user" else str(role or "event")
+    trig = ("tool_call" if tools else "tool_result" if results else "user" if info[AUTHOR] == "user"
+            else str(info[ROLE] or "event"))
     return trig, _dumps(meta)
 
 
