@@ -304,6 +304,32 @@ def test_a_malformed_row_is_a_finding_and_the_rest_loads(tmp_path: Path) -> None
     assert len(later["messages"]) == 11  # 12 items, the malformed one skipped as the SDK skips it
 
 
+@pytest.mark.parametrize("source", [PLAIN, ADVANCED], ids=["plain", "advanced"])
+def test_an_item_that_is_not_utf8_is_a_finding_and_the_rest_loads(source: Path, tmp_path: Path) -> None:
+    """Python's sqlite3 fails a whole query on TEXT that is not UTF-8 (the SDK's get_items too): the
+    listing reads past it, the item is undecodable with that reason, the other states still show."""
+    url = copy_store(source, tmp_path)
+    ((item, session),) = rows(url, "SELECT id, session_id FROM agent_messages ORDER BY id LIMIT 1 OFFSET 3")
+    sql(url, "UPDATE agent_messages SET message_data = CAST(X'7b2278223a22ff227d' AS TEXT) WHERE id = ?", (item,))
+    with open_store(url) as reader:
+        scan = reader.scan()
+        listed = [r for b in scan.checkpoints for r in as_table(b).to_pylist()]
+        count, findings = reader.listed_structure(scan.token)
+        assert count == len(listed) and findings
+        assert all(f.check == Check.UNDECODABLE and "not UTF-8 text" in f.message and "cannot read this session"
+                   in f.message for f in findings), findings
+        bad = {f.checkpoint_id for f in findings}
+        one = next(r for r in listed if r["checkpoint_id"] in bad)
+        with pytest.raises(DecodeError, match="not UTF-8 text"):
+            reader.load_state(CheckpointRecord(run_id=one["run_id"], namespace=one["namespace"],
+                                               checkpoint_id=one["checkpoint_id"]))
+        later = [r for r in listed if r["run_id"] == session and r["namespace"] == one["namespace"]
+                 and r["step"] > one["step"]]
+        state = reader.load_state(CheckpointRecord(run_id=session, namespace=later[0]["namespace"],
+                                                   checkpoint_id=later[0]["checkpoint_id"]))
+        assert len(state["messages"]) == later[0]["step"]  # every item up to it, the bad one left out
+
+
 def test_structure_row_without_message_and_orphan_session(tmp_path: Path) -> None:
     url = copy_store(ADVANCED, tmp_path)
     sql(url, "DELETE FROM agent_messages WHERE id = 14")

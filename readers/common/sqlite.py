@@ -23,6 +23,19 @@ MMAP_LIMIT = 2**31
 LIVE_SUFFIXES = ("-wal", "-journal")
 
 
+class NotUtf8(bytes):
+    """The bytes of a SQLite TEXT value that is not valid UTF-8 (what :func:`text_or_not_utf8` gives
+    for it, where Python's driver would fail the whole query)."""
+
+
+def text_or_not_utf8(raw: bytes) -> str | NotUtf8:
+    """A connection's ``text_factory`` that keeps reading past text that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8(raw)
+
+
 def is_live(path: Path) -> bool:
     """A writer may be active: its ``-wal`` or ``-journal`` file is beside the database."""
     return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)

@@ -26,6 +26,7 @@ from lastgood import limits
 from lastgood.checks import Check
 from lastgood.readers.base import Finding
 from lastgood.readers.common.columns import checked_strings
+from lastgood.readers.common.sqlite import NotUtf8
 from lastgood.readers.common.validate import LANGGRAPH_TEXT_COLUMNS, Invalid, text
 
 SHOWN_CHARS = 60
@@ -67,10 +68,6 @@ def key_arrays(columns: Sequence[Sequence[Any]]) -> dict[str, pa.Array] | None:
             return None
         arrays[column] = array
     return arrays
-
-
-class NotUtf8(bytes):
-    """The bytes of a SQLite TEXT value that is not valid UTF-8."""
 
 
 def key_problem(values: Sequence[Any]) -> str | None:

@@ -22,9 +22,10 @@ from lastgood.readers.base import Finding, Status
 from lastgood.readers.common.columns import string_array
 from lastgood.readers.langgraph.common import CheckpointColumns, metadata_joined
 from lastgood.readers.langgraph.findings import codec_findings, pending_error_finding
-from lastgood.readers.langgraph.rows import NotUtf8, key_arrays, key_problem, row_finding
+from lastgood.readers.langgraph.rows import key_arrays, key_problem, row_finding
 from lastgood.readers.langgraph.serde import is_known_type
 from lastgood.readers.common.lazy import lazy_module
+from lastgood.readers.common.sqlite import NotUtf8, text_or_not_utf8
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 np = lazy_module("numpy")
@@ -213,7 +214,7 @@ def decodable_writes(conn: sqlite3.Connection, sql: str, after: int,
                       findings: list[Finding]) -> list[tuple[Any, ...]]:
     """EVENTS_SQL rows when some text in ``writes`` is not UTF-8: each such row is skipped
     with a finding naming its rowid (the other special writes still become events)."""
-    conn.text_factory = _text_or_not_utf8
+    conn.text_factory = text_or_not_utf8
     try:
         rows = conn.execute(sql.replace("SELECT ", "SELECT rowid, ", 1), (after,)).fetchall()
     finally:
@@ -227,13 +228,6 @@ def decodable_writes(conn: sqlite3.Connection, sql: str, after: int,
         else:
             good.append(tuple(row))
     return good
-
-
-def _text_or_not_utf8(raw: bytes) -> str | NotUtf8:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return NotUtf8(raw)
 
 
 def _none_as_empty(values: Sequence[str | None]) -> Sequence[str]:

@@ -31,6 +31,7 @@ from typing import Any
 from lastgood.checks import Check
 from lastgood.readers.base import Finding, HeadRecord, Status, lazy_schema
 from lastgood.readers.common.gc_pause import gc_paused
+from lastgood.readers.common.sqlite import NotUtf8
 from lastgood.readers.openai_agents import columns as col
 from lastgood.readers.openai_agents.items import error_text, is_error_output, loads, trigger
 from lastgood.readers.openai_agents.schema import Layout, namespace_of, quote
@@ -290,7 +291,7 @@ class Walk:
         if data is None and self.layout.advanced:
             self.out.findings.append(missing_message(rid, msg_id, *where))
         elif problem is not None:
-            self.out.findings.append(undecodable(self.layout.messages, msg_id, problem, *where))
+            self.out.findings.append(undecodable(self.layout.messages, msg_id, problem, *where, data=data))
         elif not isinstance(item, dict):
             self.out.findings.append(not_an_item(self.layout.messages, msg_id, item, *where))
         if seq is not None and seq == self.last_seq:
@@ -358,7 +359,11 @@ def _fields(item: Any) -> tuple[Any, Any, Any, Any]:
 # ---- findings ------------------------------------------------------------------------------------
 
 
-def undecodable(table: str, msg_id: Any, problem: str, run: str, ns: str, cid: str) -> Finding:
+def undecodable(table: str, msg_id: Any, problem: str, run: str, ns: str, cid: str,
+                data: Any = None) -> Finding:
+    if isinstance(data, NotUtf8):  # Python's sqlite3 fails the SDK's whole query on it
+        return Finding(Check.UNDECODABLE, "error", f"{table} row {msg_id}: message_data is not UTF-8 text "
+                       f"({problem}); the SDK cannot read this session (get_items fails on it)", run, ns, cid)
     return Finding(Check.UNDECODABLE, "error", f"{table} row {msg_id}: message_data is not valid JSON "
                    f"({problem}); the SDK skips this item, the rest of the session loads", run, ns, cid)
 

@@ -70,7 +70,7 @@ def walk_plain(walk: Walk, rows: Iterable[tuple[Any, ...]]) -> Listing:
             try:
                 item = loads(data)
             except (ValueError, TypeError) as exc:
-                item = _bad_item(walk, session, str(rid), exc)
+                item = _bad_item(walk, session, str(rid), exc, data)
             if type(item) is dict:
                 get = item.get
                 role, kind, name, call_id = get("role"), get("type"), get("name"), get("call_id")
@@ -133,8 +133,8 @@ def _columns(out: Listing, listed: list[tuple[Any, ...]], table: str) -> None:
 _BAD = object()
 
 
-def _bad_item(walk: Walk, session: str, cid: str, exc: Exception) -> Any:
+def _bad_item(walk: Walk, session: str, cid: str, exc: Exception, data: Any) -> Any:
     out = walk.out
     out.findings.append(undecodable(walk.layout.messages, cid, str(exc).splitlines()[0][:200] if str(exc) else
-                                    type(exc).__name__, session, "", cid))
+                                    type(exc).__name__, session, "", cid, data))
     return _BAD

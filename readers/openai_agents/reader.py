@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from lastgood.checks import Check
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, backend_named
-from lastgood.readers.common.sqlite import connect_readonly, sqlite_path, sqlite_schema
+from lastgood.readers.common.sqlite import NotUtf8, connect_readonly, sqlite_path, sqlite_schema, text_or_not_utf8
 from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 from lastgood.readers.openai_agents.archived import archived_rows, list_archived, parents_of
 from lastgood.readers.openai_agents.history import Lineage, lineage
@@ -205,11 +205,15 @@ class OpenAIAgentsReader(Reader):
 
     def load_state(self, record: CheckpointRecord) -> Any:
         with self._connection() as conn:
-            history = self._history(conn, record)
-            own = history.units[-1]
-            _require_item(own.data, record.checkpoint_id, own.message_id, self.layout)
-            items = [clarify(item) for item in decoded([u.data for u in history.units])]
-            session = self._session(conn, record, items)
+            conn.text_factory = text_or_not_utf8  # an item that is not UTF-8: its own finding, not a failed read
+            try:
+                history = self._history(conn, record)
+                own = history.units[-1]
+                _require_item(own.data, record.checkpoint_id, own.message_id, self.layout)
+                items = [clarify(item) for item in decoded([u.data for u in history.units])]
+                session = self._session(conn, record, items)
+            finally:
+                conn.text_factory = str
         return {"messages": items, "session": session}
 
     def _history(self, conn: sqlite3.Connection, record: CheckpointRecord) -> Lineage:
@@ -269,13 +273,15 @@ def _layout(conn: sqlite3.Connection, path: Path) -> Layout:
 
 
 def _fetch(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    """The rows; text that is not UTF-8 is read with replacement characters rather than failing."""
+    """The rows; text that is not UTF-8 is read as its bytes (``NotUtf8``) rather than failing the
+    query: such an item does not parse, so it is listed with an ``undecodable`` finding (the SDK's
+    ``get_items`` fails on it)."""
     try:
         return conn.execute(sql, params).fetchall()
     except sqlite3.OperationalError as exc:
         if "decode" not in str(exc).lower():
             raise
-    conn.text_factory = lambda data: data.decode("utf-8", "replace")
+    conn.text_factory = text_or_not_utf8
     try:
         return conn.execute(sql, params).fetchall()
     finally:
@@ -298,6 +304,9 @@ def _require_item(data: Any, checkpoint_id: str, message_id: Any, layout: Layout
     try:
         loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(data, NotUtf8):
+            raise DecodeError(f"item {checkpoint_id}: message_data is not UTF-8 text ({exc}); the SDK cannot "
+                              "read this session") from None
         raise DecodeError(f"item {checkpoint_id}: message_data is not valid JSON ({exc})") from None
 
 
