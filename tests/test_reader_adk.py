@@ -346,3 +346,23 @@ def test_a_plain_events_metadata_is_what_the_long_way_gives(author: Any, falsy: 
     meta = listing.checkpoints.column("metadata").to_pylist()[0]
     assert json.loads(meta) == model._metadata(row, info, None)
     assert listing.checkpoints.column("trigger").to_pylist() == ["user" if author == "user" else "model"]
+
+
+def test_event_data_that_is_not_utf8_is_found_when_the_data_is_read(store: str, tmp_path: Path) -> None:
+    """SQLite's JSON functions read past TEXT that is not UTF-8, ADK's driver fails the session on
+    it: the data check names the event, its state is refused with that reason, the rest shows."""
+    event = _event_id(store, adk.ALICE_ORDERS, 4)
+    adk.sql(store, "UPDATE events SET event_data = CAST(X'7b2278223a22ff227d' AS TEXT) WHERE id = ?", (event,))
+    with _open(store) as reader:
+        found = list(reader.check_checkpoints([CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=event)],
+                                              read_data=True))
+        assert [(f.check, f.checkpoint_id) for f in found] == [(Check.UNDECODABLE, event)]
+        assert "not UTF-8 text" in found[0].message
+        later = _event_id(store, adk.ALICE_ORDERS, 6)
+        assert not list(reader.check_checkpoints([CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=later)],
+                                                 read_data=True))
+    with pytest.raises(Exception, match="not UTF-8 text"):
+        _state(store, adk.ALICE_ORDERS, event)
+    assert _state(store, adk.ALICE_ORDERS, later)["messages"]
+    done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
+    assert done.returncode != 0 and "not UTF-8 text" in done.stdout + done.stderr

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lastgood.errors import CheckpointNotFound, DecodeError
@@ -56,6 +56,7 @@ class Ev:
     message: dict[str, Any] | None = None
     valid: bool = True
     delta_kind: str | None = None  # the JSON type of an INVALID delta
+    not_utf8: bool = False  # event_data is TEXT that is not UTF-8 (ADK's driver fails to read the session)
 
 
 @dataclass
@@ -91,13 +92,18 @@ def json_object_or_empty(text: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def session_data(key: tuple[str, str, str], rows: Sequence[Sequence[Any]], states: Sequence[Any]) -> SessionData:
+def session_data(key: tuple[str, str, str], rows: Sequence[Sequence[Any]], states: Sequence[Any],
+                 not_utf8: Iterable[str] = ()) -> SessionData:
     """One session from a dialect's rows: its events in ADK's order (REPLAY_SQL) and its
-    (session, app, user) state columns (STATE_SQL). CheckpointNotFound when it has neither."""
+    (session, app, user) state columns (STATE_SQL); ``not_utf8``: the ids of events whose
+    event_data is not UTF-8 text. CheckpointNotFound when it has neither rows nor events."""
     session, app, user = states
     if session is None and not rows:
         raise CheckpointNotFound(f"no ADK session {key[2]!r} (app {key[0]!r}, user {key[1]!r})")
     events = [event_from_row(r) for r in rows]
+    bad = set(not_utf8)
+    if bad:
+        events = [replace(e, not_utf8=True) if e.id in bad else e for e in events]
     keys = {k for e in events if isinstance(e.delta, dict) for k in e.delta}
     return SessionData(json_object_or_empty(session), json_object_or_empty(app), json_object_or_empty(user),
                        keys, events)
@@ -214,6 +220,9 @@ def live(rewinds: Sequence[str | None], invocations: Sequence[str]) -> list[int]
 def check_event(data: SessionData, position: int) -> None:
     """DecodeError when the event at ``position`` does not load or its state does not replay."""
     event = data.events[position]
+    if event.not_utf8:
+        raise DecodeError("event_data is not UTF-8 text: ADK cannot load this session (its database driver "
+                          "fails reading it)")
     if not event.valid:
         raise DecodeError("event_data is not a JSON object: ADK cannot load this event")
     if event.delta is INVALID:

@@ -58,6 +58,8 @@ FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? ORDER BY times
 STATE_SQL = """SELECT (SELECT state FROM sessions WHERE app_name = ?1 AND user_id = ?2 AND id = ?3),
   (SELECT state FROM app_states WHERE app_name = ?1),
   (SELECT state FROM user_states WHERE app_name = ?1 AND user_id = ?2)"""
+SESSION_BLOBS_SQL = """SELECT id, CAST(event_data AS BLOB) FROM events
+  WHERE app_name = ? AND user_id = ? AND session_id = ? AND typeof(event_data) = 'text'"""
 BLOB_SQL = """SELECT CAST(event_data AS BLOB) FROM events
   WHERE app_name = ? AND user_id = ? AND session_id = ? AND id = ?"""
 EXISTING_SQL = "SELECT id FROM events WHERE id IN (SELECT value FROM json_each(?))"
@@ -146,8 +148,19 @@ def find_sessions(conn: sqlite3.Connection, run_id: str) -> list[SessionKey]:
 
 
 def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
-    """One session's state rows and every event in ADK's order, for replay."""
-    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), conn.execute(STATE_SQL, key).fetchone())
+    """One session's state rows and every event in ADK's order, for replay; the events whose
+    event_data is not UTF-8 text (SQLite's JSON functions read past it, ADK's driver does not)."""
+    not_utf8 = [event_id for event_id, data in conn.execute(SESSION_BLOBS_SQL, key) if not _is_utf8(data)]
+    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), conn.execute(STATE_SQL, key).fetchone(),
+                        not_utf8)
+
+
+def _is_utf8(data: bytes | None) -> bool:
+    try:
+        (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _appended_after(conn: sqlite3.Connection, since: str | None,
