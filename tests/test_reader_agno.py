@@ -272,3 +272,20 @@ def test_a_continued_run_is_relisted_incrementally(store: str) -> None:
         assert not scan.full and {r["run_id"] for r in rows} == {agno.CART2}
         assert next(r for r in rows if r["checkpoint_id"] == paused)["trigger"] == "completed"
         assert reader.scan(scan.token).token == scan.token
+
+
+def test_run_data_that_is_not_utf8_is_found_when_the_data_is_read(store: str, tmp_path: Path) -> None:
+    """SQLite's JSON functions read past TEXT that is not UTF-8, Agno's driver fails the session on
+    it: the data check names the run, its state is refused with that reason, the others show."""
+    bad = _run_id(store, agno.CART1, 2)
+    agno.sql(store, "UPDATE agno_runs SET run_data = CAST(X'7b2278223a22ff227d' AS TEXT) WHERE run_id = ?", (bad,))
+    with _open(store) as reader:
+        records = [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(store, agno.CART1, i)) for i in range(5)]
+        found = list(reader.check_checkpoints(records, read_data=True))
+    assert [(f.check, f.checkpoint_id) for f in found] == [(Check.UNDECODABLE, bad)]
+    assert "not UTF-8 text" in found[0].message
+    with pytest.raises(Exception, match="not UTF-8 text"):
+        _state(store, agno.CART1, bad)
+    assert _state(store, agno.CART1, _run_id(store, agno.CART1, 3))["messages"]
+    done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
+    assert done.returncode != 0 and "not UTF-8 text" in done.stdout + done.stderr

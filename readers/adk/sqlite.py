@@ -29,7 +29,8 @@ from lastgood.readers.base import backend_named
 from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.readers.journal import RetentionBackend
 from lastgood.readers.adk.sqlite_fetch import fetch_all, rows_where, take_prefetched
-from lastgood.readers.common.sqlite import file_stamp, read_transaction, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.common.sqlite import (file_stamp, is_utf8, read_transaction, sqlite_path, sqlite_schema,
+                                            table_columns)
 
 TOKEN_VERSION = 1
 TOUCHED = """(app_name, user_id, session_id) IN (SELECT app_name, user_id, session_id FROM events WHERE rowid > ?
@@ -150,17 +151,9 @@ def find_sessions(conn: sqlite3.Connection, run_id: str) -> list[SessionKey]:
 def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
     """One session's state rows and every event in ADK's order, for replay; the events whose
     event_data is not UTF-8 text (SQLite's JSON functions read past it, ADK's driver does not)."""
-    not_utf8 = [event_id for event_id, data in conn.execute(SESSION_BLOBS_SQL, key) if not _is_utf8(data)]
+    not_utf8 = [event_id for event_id, data in conn.execute(SESSION_BLOBS_SQL, key) if not is_utf8(data)]
     return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), conn.execute(STATE_SQL, key).fetchone(),
                         not_utf8)
-
-
-def _is_utf8(data: bytes | None) -> bool:
-    try:
-        (data or b"").decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _appended_after(conn: sqlite3.Connection, since: str | None,

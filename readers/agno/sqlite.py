@@ -18,13 +18,14 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from lastgood.errors import CheckpointNotFound
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
 from lastgood.readers.base import backend_named
-from lastgood.readers.common.sqlite import read_transaction, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.common.sqlite import is_utf8, read_transaction, sqlite_path, sqlite_schema, table_columns
 from lastgood.readers.journal import RetentionBackend
 
 TOKEN_VERSION = 1
@@ -49,6 +50,8 @@ STATE_SQL = f"""SELECT run_id, parent_run_id, run_index, created_at, CASE WHEN {
   CASE WHEN {_OK} THEN json_extract(run_data, '$.messages') END,
   CASE WHEN {_OK} THEN json_extract(run_data, '$.session_state') END
 FROM agno_runs WHERE session_id = ?"""
+RUN_BLOBS_SQL = """SELECT run_id, CAST(run_data AS BLOB) FROM agno_runs
+  WHERE session_id = ? AND typeof(run_data) = 'text'"""
 LEGACY_SQL = """SELECT session_id, runs, agent_id, user_id FROM agno_sessions
   WHERE runs IS NOT NULL AND {where}"""
 ARCHIVE_TABLE = "lastgood_agno_archive"
@@ -173,8 +176,14 @@ class AgnoSqliteReader(AgnoReader):
 
     # ---- one session -------------------------------------------------------------------------
     def _session_runs(self, session_id: str) -> list[RunState]:
+        """The session's runs; a run whose run_data is not UTF-8 text is marked (SQLite's JSON
+        functions read past it, Agno's driver does not)."""
         with self._read() as conn:
-            return session_runs(conn, session_id, self.has_runs, self.legacy, self.archive)
+            runs = session_runs(conn, session_id, self.has_runs, self.legacy, self.archive)
+            bad = {run_id for run_id, data in conn.execute(RUN_BLOBS_SQL, (session_id,)) if not is_utf8(data)} \
+                if self.has_runs else set()
+        return [replace(r, valid=False, not_utf8=True) if r.run_id in bad and r.archived_by is None else r
+                for r in runs]
 
     def _run_data(self, session_id: str, run_id: str) -> bytes:
         with self._read() as conn:

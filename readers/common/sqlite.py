@@ -36,6 +36,15 @@ def text_or_not_utf8(raw: bytes) -> str | NotUtf8:
         return NotUtf8(raw)
 
 
+def is_utf8(data: bytes | None) -> bool:
+    """Whether the bytes of a TEXT value (``CAST(col AS BLOB)``) are UTF-8 (None: nothing to read)."""
+    try:
+        (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def is_live(path: Path) -> bool:
     """A writer may be active: its ``-wal`` or ``-journal`` file is beside the database."""
     return any(Path(f"{path}{suffix}").exists() for suffix in LIVE_SUFFIXES)
