@@ -366,3 +366,20 @@ def test_event_data_that_is_not_utf8_is_found_when_the_data_is_read(store: str, 
     assert _state(store, adk.ALICE_ORDERS, later)["messages"]
     done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
     assert done.returncode != 0 and "not UTF-8 text" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("table", "where", "named"), [
+    ("sessions", "id = ?", "sessions.state"),
+    ("app_states", "app_name = (SELECT app_name FROM sessions WHERE id = ?)", "app_states.state")])
+def test_a_state_column_that_is_not_utf8_makes_the_session_unreadable(store: str, table: str, where: str,
+                                                                      named: str) -> None:
+    """ADK loads a session with its state rows: TEXT there that is not UTF-8 fails it, so its states
+    are refused naming the column (one finding per event at the data depth), not a SQLite error."""
+    adk.sql(store, f"UPDATE {table} SET state = CAST(X'7b2278223a22ff227d' AS TEXT) WHERE {where}", (adk.ALICE_ORDERS,))
+    event = _event_id(store, adk.ALICE_ORDERS, 2)
+    with pytest.raises(Exception, match=f"{named} is not UTF-8 text"):
+        _state(store, adk.ALICE_ORDERS, event)
+    with _open(store) as reader:
+        found = list(reader.check_checkpoints([CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=event)],
+                                              read_data=True))
+    assert [(f.check, f.checkpoint_id) for f in found] == [(Check.UNDECODABLE, event)]

@@ -289,3 +289,16 @@ def test_run_data_that_is_not_utf8_is_found_when_the_data_is_read(store: str, tm
     assert _state(store, agno.CART1, _run_id(store, agno.CART1, 3))["messages"]
     done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
     assert done.returncode != 0 and "not UTF-8 text" in done.stdout + done.stderr
+
+
+def test_a_session_row_that_is_not_utf8_makes_each_of_its_runs_unreadable(store: str) -> None:
+    """Agno reads the session's agno_sessions row first: TEXT there that is not UTF-8 fails the
+    whole session, so every run of it is refused, naming the column; other sessions are untouched."""
+    agno.sql(store, "UPDATE agno_sessions SET session_data = CAST(X'7b2278223a22ff227d' AS TEXT) WHERE session_id = ?",
+             (agno.CART1,))
+    with _open(store) as reader:
+        found = list(reader.check_checkpoints(
+            [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(store, agno.CART1, i)) for i in range(5)]
+            + [CheckpointRecord(run_id=agno.CART2, checkpoint_id=_run_id(store, agno.CART2, 0))], read_data=True))
+    assert {f.run_id for f in found} == {agno.CART1} and len(found) == 5
+    assert all("agno_sessions.session_data is not UTF-8 text" in f.message for f in found)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from lastgood.errors import CheckpointNotFound, ReaderError
+from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
 from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
@@ -29,8 +29,8 @@ from lastgood.readers.base import backend_named
 from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.readers.journal import RetentionBackend
 from lastgood.readers.adk.sqlite_fetch import fetch_all, rows_where, take_prefetched
-from lastgood.readers.common.sqlite import (file_stamp, is_utf8, read_transaction, sqlite_path, sqlite_schema,
-                                            table_columns)
+from lastgood.readers.common.sqlite import (NotUtf8, file_stamp, is_utf8, read_transaction, sqlite_path,
+                                            sqlite_schema, table_columns, text_or_not_utf8)
 
 TOKEN_VERSION = 1
 TOUCHED = """(app_name, user_id, session_id) IN (SELECT app_name, user_id, session_id FROM events WHERE rowid > ?
@@ -59,6 +59,7 @@ FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? ORDER BY times
 STATE_SQL = """SELECT (SELECT state FROM sessions WHERE app_name = ?1 AND user_id = ?2 AND id = ?3),
   (SELECT state FROM app_states WHERE app_name = ?1),
   (SELECT state FROM user_states WHERE app_name = ?1 AND user_id = ?2)"""
+STATE_COLUMNS = ("sessions.state", "app_states.state", "user_states.state")
 SESSION_BLOBS_SQL = """SELECT id, CAST(event_data AS BLOB) FROM events
   WHERE app_name = ? AND user_id = ? AND session_id = ? AND typeof(event_data) = 'text'"""
 BLOB_SQL = """SELECT CAST(event_data AS BLOB) FROM events
@@ -152,8 +153,22 @@ def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
     """One session's state rows and every event in ADK's order, for replay; the events whose
     event_data is not UTF-8 text (SQLite's JSON functions read past it, ADK's driver does not)."""
     not_utf8 = [event_id for event_id, data in conn.execute(SESSION_BLOBS_SQL, key) if not is_utf8(data)]
-    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), conn.execute(STATE_SQL, key).fetchone(),
-                        not_utf8)
+    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), _states(conn, key), not_utf8)
+
+
+def _states(conn: sqlite3.Connection, key: SessionKey) -> tuple[Any, ...]:
+    """The session's, app's and user's state columns; DecodeError when one is not UTF-8 text (ADK's
+    driver fails to load the session on it)."""
+    conn.text_factory = text_or_not_utf8
+    try:
+        states = conn.execute(STATE_SQL, key).fetchone()
+    finally:
+        conn.text_factory = str
+    bad = [name for name, value in zip(STATE_COLUMNS, states) if isinstance(value, NotUtf8)]
+    if bad:
+        raise DecodeError(f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not UTF-8 text: ADK cannot "
+                          "load this session (its database driver fails reading it)")
+    return states
 
 
 def _appended_after(conn: sqlite3.Connection, since: str | None,

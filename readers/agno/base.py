@@ -63,7 +63,7 @@ class RunState:
     valid: bool
     key: tuple[Any, ...] = ()  # Agno's order (model.order_key without the session)
     archived_by: str | None = None  # the Lastgood action that took it out of agno_runs
-    not_utf8: bool = False  # run_data is TEXT that is not UTF-8 (Agno's driver fails to read the session)
+    unreadable: str | None = None  # why Agno's driver fails to read it (TEXT that is not UTF-8)
 
 
 def context_of(runs: Sequence[RunState], target: RunState) -> list[RunState]:
@@ -115,9 +115,8 @@ class AgnoReader(SessionStoreReader):
         run = next((r for r in runs if r.run_id == record.checkpoint_id), None)
         if run is None:
             raise CheckpointNotFound(f"run {record.checkpoint_id} of session {record.run_id!r} not found")
-        if run.not_utf8:
-            raise DecodeError("run_data is not UTF-8 text: Agno cannot load this session (its database driver "
-                              "fails reading it)")
+        if run.unreadable:
+            raise DecodeError(run.unreadable)
         if not run.valid:
             raise DecodeError("run_data is not a JSON object: Agno cannot load this run")
         state = run.session_state if isinstance(run.session_state, dict) else {}

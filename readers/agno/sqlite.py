@@ -25,7 +25,8 @@ from lastgood.errors import CheckpointNotFound
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
 from lastgood.readers.base import backend_named
-from lastgood.readers.common.sqlite import is_utf8, read_transaction, sqlite_path, sqlite_schema, table_columns
+from lastgood.readers.common.sqlite import (NotUtf8, is_utf8, read_transaction, sqlite_path, sqlite_schema,
+                                            table_columns, text_or_not_utf8)
 from lastgood.readers.journal import RetentionBackend
 
 TOKEN_VERSION = 1
@@ -50,6 +51,7 @@ STATE_SQL = f"""SELECT run_id, parent_run_id, run_index, created_at, CASE WHEN {
   CASE WHEN {_OK} THEN json_extract(run_data, '$.messages') END,
   CASE WHEN {_OK} THEN json_extract(run_data, '$.session_state') END
 FROM agno_runs WHERE session_id = ?"""
+UNREADABLE_RUN = "run_data is not UTF-8 text: Agno cannot load this session (its database driver fails reading it)"
 RUN_BLOBS_SQL = """SELECT run_id, CAST(run_data AS BLOB) FROM agno_runs
   WHERE session_id = ? AND typeof(run_data) = 'text'"""
 LEGACY_SQL = """SELECT session_id, runs, agent_id, user_id FROM agno_sessions
@@ -176,14 +178,15 @@ class AgnoSqliteReader(AgnoReader):
 
     # ---- one session -------------------------------------------------------------------------
     def _session_runs(self, session_id: str) -> list[RunState]:
-        """The session's runs; a run whose run_data is not UTF-8 text is marked (SQLite's JSON
-        functions read past it, Agno's driver does not)."""
+        """The session's runs; those Agno's driver cannot read are marked with why (TEXT that is not
+        UTF-8 in the session's row or in the run's run_data: SQLite's JSON functions read past it)."""
         with self._read() as conn:
             runs = session_runs(conn, session_id, self.has_runs, self.legacy, self.archive)
+            whole = _session_row_problem(conn, session_id)
             bad = {run_id for run_id, data in conn.execute(RUN_BLOBS_SQL, (session_id,)) if not is_utf8(data)} \
-                if self.has_runs else set()
-        return [replace(r, valid=False, not_utf8=True) if r.run_id in bad and r.archived_by is None else r
-                for r in runs]
+                if self.has_runs and whole is None else set()
+        return [replace(r, valid=False, unreadable=whole or UNREADABLE_RUN)
+                if r.archived_by is None and (whole or r.run_id in bad) else r for r in runs]
 
     def _run_data(self, session_id: str, run_id: str) -> bytes:
         with self._read() as conn:
@@ -218,6 +221,20 @@ class AgnoSqliteReader(AgnoReader):
                 for (blob,) in conn.execute("SELECT runs FROM agno_sessions WHERE runs IS NOT NULL"):
                     found |= {r.get("run_id") for r in loads(blob) or () if isinstance(r, dict)} & set(ids)
         return found
+
+
+def _session_row_problem(conn: sqlite3.Connection, session_id: str) -> str | None:
+    """Why Agno cannot load the session from its agno_sessions row (a column that is not UTF-8
+    text), or None."""
+    conn.text_factory = text_or_not_utf8
+    try:
+        cur = conn.execute("SELECT * FROM agno_sessions WHERE session_id = ?", (session_id,))
+        row = cur.fetchone()
+    finally:
+        conn.text_factory = str
+    bad = [d[0] for d, value in zip(cur.description, row or ()) if isinstance(value, NotUtf8)]
+    return (f"agno_sessions.{', '.join(bad)} is not UTF-8 text: Agno cannot load this session (its database "
+            "driver fails reading it)") if bad else None
 
 
 def session_runs(conn: Any, session_id: str, has_runs: bool = True, legacy: bool = False, archive: bool = False,
