@@ -383,3 +383,22 @@ def test_a_state_column_that_is_not_utf8_makes_the_session_unreadable(store: str
         found = list(reader.check_checkpoints([CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=event)],
                                               read_data=True))
     assert [(f.check, f.checkpoint_id) for f in found] == [(Check.UNDECODABLE, event)]
+
+
+def test_keys_that_are_not_utf8_leave_one_event_out_and_the_rest_lists(store: str, tmp_path: Path) -> None:
+    """Python's sqlite3 fails a whole query on TEXT that is not UTF-8: the listing reads past it. An
+    event whose id is not text is left out (a store finding naming its rowid), one whose invocation
+    id is not is listed as undecodable; the other events list as before."""
+    before, _, _ = _listed(store)
+    adk.sql(store, "UPDATE events SET id = CAST(X'666fff6f' AS TEXT) WHERE rowid = 7")
+    adk.sql(store, "UPDATE events SET invocation_id = CAST(X'666fff6f' AS TEXT) WHERE rowid = 3")
+    ((bad_inv,),) = adk.rows(store, "SELECT id FROM events WHERE rowid = 3")
+    rows, _, scan = _listed(store)
+    assert len(rows) == len(before) - 1
+    findings = {(f.check, f.checkpoint_id, f.message.split(":")[0]) for f in scan.findings}
+    assert (Check.ROW_INVALID, None, "events row (rowid 7) left out") in findings
+    assert any(check == Check.UNDECODABLE and cid == bad_inv for check, cid, _ in findings)
+    assert next(r for r in rows if r["checkpoint_id"] == bad_inv)["trigger"] == "undecodable"
+    done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
+    assert "Traceback" not in done.stderr and "SQLite error" not in done.stdout + done.stderr
+    assert "invocation_id is not UTF-8 text" in done.stdout

@@ -36,6 +36,8 @@ from lastgood.errors import CheckpointNotFound, DecodeError
 APP, USER, TEMP = "app:", "user:", "temp:"
 SCOPED = (APP, USER, TEMP)
 INVALID = object()  # a state_delta that is not an object (replay skips it)
+NOT_UTF8_EVENT = ("event_data or invocation_id is not UTF-8 text: ADK cannot load this session (its database "
+                  "driver fails reading it)")
 
 try:
     import orjson
@@ -96,7 +98,7 @@ def session_data(key: tuple[str, str, str], rows: Sequence[Sequence[Any]], state
                  not_utf8: Iterable[str] = ()) -> SessionData:
     """One session from a dialect's rows: its events in ADK's order (REPLAY_SQL) and its
     (session, app, user) state columns (STATE_SQL); ``not_utf8``: the ids of events whose
-    event_data is not UTF-8 text. CheckpointNotFound when it has neither rows nor events."""
+    event_data or invocation id is not UTF-8 text. CheckpointNotFound when it has neither rows nor events."""
     session, app, user = states
     if session is None and not rows:
         raise CheckpointNotFound(f"no ADK session {key[2]!r} (app {key[0]!r}, user {key[1]!r})")
@@ -221,8 +223,7 @@ def check_event(data: SessionData, position: int) -> None:
     """DecodeError when the event at ``position`` does not load or its state does not replay."""
     event = data.events[position]
     if event.not_utf8:
-        raise DecodeError("event_data is not UTF-8 text: ADK cannot load this session (its database driver "
-                          "fails reading it)")
+        raise DecodeError(NOT_UTF8_EVENT)
     if not event.valid:
         raise DecodeError("event_data is not a JSON object: ADK cannot load this event")
     if event.delta is INVALID:

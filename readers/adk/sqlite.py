@@ -150,25 +150,30 @@ def find_sessions(conn: sqlite3.Connection, run_id: str) -> list[SessionKey]:
 
 
 def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
-    """One session's state rows and every event in ADK's order, for replay; the events whose
-    event_data is not UTF-8 text (SQLite's JSON functions read past it, ADK's driver does not)."""
-    not_utf8 = [event_id for event_id, data in conn.execute(SESSION_BLOBS_SQL, key) if not is_utf8(data)]
-    return session_data(key, conn.execute(REPLAY_SQL, key).fetchall(), _states(conn, key), not_utf8)
-
-
-def _states(conn: sqlite3.Connection, key: SessionKey) -> tuple[Any, ...]:
-    """The session's, app's and user's state columns; DecodeError when one is not UTF-8 text (ADK's
-    driver fails to load the session on it)."""
+    """One session's state rows and every event in ADK's order, for replay. Text that is not UTF-8
+    is read past (SQLite's JSON functions do, ADK's driver does not): such an event is marked, such
+    a state row refuses the session."""
     conn.text_factory = text_or_not_utf8
     try:
+        not_utf8 = [_text(event_id) for event_id, data in conn.execute(SESSION_BLOBS_SQL, key)
+                    if isinstance(event_id, NotUtf8) or not is_utf8(data)]
+        rows = conn.execute(REPLAY_SQL, key).fetchall()
         states = conn.execute(STATE_SQL, key).fetchone()
     finally:
         conn.text_factory = str
+    for i, row in enumerate(rows):
+        if any(isinstance(value, NotUtf8) for value in row):  # an invocation id, a field of event_data
+            rows[i] = (_text(row[0]), *(None if isinstance(value, NotUtf8) else value for value in row[1:]))
+            not_utf8.append(rows[i][0])
     bad = [name for name, value in zip(STATE_COLUMNS, states) if isinstance(value, NotUtf8)]
     if bad:
         raise DecodeError(f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not UTF-8 text: ADK cannot "
                           "load this session (its database driver fails reading it)")
-    return states
+    return session_data(key, rows, states, not_utf8)
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, NotUtf8) else value
 
 
 def _appended_after(conn: sqlite3.Connection, since: str | None,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lastgood.readers.common.sqlite import connect_immutable, file_stamp, has_header, is_live
+from lastgood.readers.common.sqlite import connect_immutable, file_stamp, has_header, is_live, text_or_not_utf8
 
 # the fields each listed row carries (name, JSON path) — lastgood.readers.adk.model reads them by position
 INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -54,11 +54,25 @@ RANGE = "rowid > ? AND rowid <= ?"
 
 
 def rows_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """The listed rows ``where`` selects (fast query; the safe one when some event_data is malformed)."""
+    """The listed rows ``where`` selects (fast query; the safe one when some event_data is
+    malformed); text that is not UTF-8 read as ``NotUtf8`` when the driver failed on some."""
+    try:
+        return _rows_where(conn, where, params)
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc).lower():
+            raise
+    conn.text_factory = text_or_not_utf8
+    try:
+        return _rows_where(conn, where, params)
+    finally:
+        conn.text_factory = str
+
+
+def _rows_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     try:
         return conn.execute(LIST_SQL.format(where=where), tuple(params)).fetchall()
     except sqlite3.OperationalError as exc:
-        if "json" not in str(exc).lower():
+        if "json" not in str(exc).lower() or "decode" in str(exc).lower():
             raise
         return conn.execute(SAFE_SQL.format(where=where), tuple(params)).fetchall()
 
