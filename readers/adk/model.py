@@ -26,9 +26,8 @@ from lastgood.checks import Check
 from lastgood.readers.base import EPOCH, EventRecord, Finding, HeadRecord, Status, lazy_schema
 from lastgood.readers.adk import columns as col
 from lastgood.readers.adk.replay import NOT_UTF8_EVENT
-from lastgood.readers.adk.sqlite_fetch import INFO_PATHS
+from lastgood.readers.adk.sqlite_fetch import INFO_PATHS, NOT_UTF8
 from lastgood.readers.common.sessions import Listing, args_text, loads
-from lastgood.readers.common.sqlite import NotUtf8
 from lastgood.readers.common.sessions import dumps as _dumps
 
 
@@ -43,7 +42,6 @@ SEQ, APP, USER, SESSION, ID, INV, TS, SIZE, INFO, VALID, PARTS = range(11)
 SessionKey = tuple[str, str, str]  # app_name, user_id, session id
 
 ABORTED = "INVOCATION_ABORTED"
-NOT_UTF8 = "not-utf8"  # VALID of a row whose event_data or invocation id is not UTF-8 text (:func:`_readable`)
 MESSAGE_LIMIT = 2000
 TS_TOLERANCE_US = 1000  # event_data.timestamp and the column may differ by rounding
 _NO_INFO: list[Any] = [None] * len(INFO_PATHS)
@@ -86,7 +84,6 @@ def list_rows(rows: list[Row], shared_ids: frozenset[str], orphans: set[SessionK
 
     One pass per column where it can (this runs over every event of a big store): rows sorted
     as ADK orders a session, each row's small info array parsed once."""
-    rows, unreadable = _readable(rows)
     rows, undated = _sortable(rows)
     rows.sort(key=itemgetter(APP, USER, SESSION, TS, ID))
     keys = list(map(itemgetter(APP, USER, SESSION), rows))
@@ -103,7 +100,6 @@ def list_rows(rows: list[Row], shared_ids: frozenset[str], orphans: set[SessionK
     listing.heads = [HeadRecord(run_ids[i], ids[i]) for i in range(len(rows)) if i + 1 == len(rows) or firsts[i + 1]]
     triggers, metas, statuses, reasons = _row_columns(rows, run_ids, firsts, listing, check_order)
     listing.findings.extend(_orphan_findings(orphans, shared_ids, set(runs)))
-    listing.findings.extend(unreadable)
     listing.findings.extend(Finding(Check.METADATA_INVALID, "warning", "the timestamp column is not a date: the "
                                     "event is placed by event_data.timestamp", run_ids[i], "", ids[i])
                             for i in range(len(ids)) if ids[i] in undated)
@@ -112,30 +108,6 @@ def list_rows(rows: list[Row], shared_ids: frozenset[str], orphans: set[SessionK
                                   "status_reason": reasons, "size_bytes": [r[SIZE] for r in rows],
                                   "agent": [r[APP] for r in rows], "metadata": metas})
     return listing
-
-
-def _readable(rows: list[Row]) -> tuple[list[Row], list[Finding]]:
-    """Rows read past text that is not UTF-8 (``NotUtf8``: the dialect's retry when the driver
-    failed on some): one whose keys are not text is left out, with a finding naming its rowid; one
-    whose event_data (its fields, its parts) or invocation id is not is kept, as an event ADK cannot
-    load (:data:`NOT_UTF8`)."""
-    if not any(isinstance(v, NotUtf8) for r in rows for v in r):
-        return rows, []
-    kept, findings = [], []
-    for row in rows:
-        bad = [name for name, i in _KEYS if isinstance(row[i], NotUtf8)]
-        if bad:
-            findings.append(Finding(Check.ROW_INVALID, "error", f"events row (rowid {row[SEQ]}) left out: "
-                                    f"{', '.join(bad)} not UTF-8 text; ADK cannot load its session"))
-        elif any(isinstance(row[i], NotUtf8) for i in (INV, INFO, PARTS)):
-            inv = row[INV].decode("utf-8", "replace") if isinstance(row[INV], NotUtf8) else row[INV]
-            kept.append((*row[:INV], inv, *row[INV + 1:INFO], None, NOT_UTF8, None))
-        else:
-            kept.append(row)
-    return kept, findings
-
-
-_KEYS = (("app_name", APP), ("user_id", USER), ("session_id", SESSION), ("id", ID))
 
 
 def _sortable(rows: list[Row]) -> tuple[list[Row], set[str]]:

@@ -36,8 +36,8 @@ from lastgood.errors import CheckpointNotFound, DecodeError
 APP, USER, TEMP = "app:", "user:", "temp:"
 SCOPED = (APP, USER, TEMP)
 INVALID = object()  # a state_delta that is not an object (replay skips it)
-NOT_UTF8_EVENT = ("event_data or invocation_id is not UTF-8 text: ADK cannot load this session (its database "
-                  "driver fails reading it)")
+NOT_UTF8_EVENT = ("text in this event's row is not UTF-8 (its id, keys, invocation_id or event_data): ADK cannot "
+                  "load this session (its database driver fails reading it)")
 
 try:
     import orjson

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lastgood.readers.common.sqlite import connect_immutable, file_stamp, has_header, is_live, text_or_not_utf8
+from lastgood.readers.common.sqlite import (NotUtf8, connect_immutable, file_stamp, has_header, is_live,
+                                            text_or_not_utf8)
 
 # the fields each listed row carries (name, JSON path) — lastgood.readers.adk.model reads them by position
 INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -29,6 +30,8 @@ INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("confirmations", ("actions", "requested_tool_confirmations")),
     ("auth", ("actions", "requested_auth_configs")), ("transfer", ("actions", "transfer_to_agent")),
 )
+INFO = 8  # the position of the info array in a listed row (lastgood.readers.adk.model.INFO), then validity, parts
+NOT_UTF8 = "not-utf8"  # the validity of a row with text that is not UTF-8 (:func:`rows_where`)
 CHUNK_ROWS = 10_000
 THREADS = 1
 
@@ -63,9 +66,18 @@ def rows_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> l
             raise
     conn.text_factory = text_or_not_utf8
     try:
-        return _rows_where(conn, where, params)
+        return [_readable(row) for row in _rows_where(conn, where, params)]
     finally:
         conn.text_factory = str
+
+
+def _readable(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row read past text that is not UTF-8: its text decoded with replacement characters, its
+    event_data fields dropped and its validity :data:`NOT_UTF8` (an event ADK cannot load)."""
+    if not any(isinstance(value, NotUtf8) for value in row):
+        return row
+    text = [value.decode("utf-8", "replace") if isinstance(value, NotUtf8) else value for value in row[:INFO]]
+    return (*text, None, NOT_UTF8, None)
 
 
 def _rows_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
