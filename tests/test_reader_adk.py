@@ -402,3 +402,33 @@ def test_keys_that_are_not_utf8_are_read_past_and_the_rest_lists(store: str, tmp
     done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
     assert "Traceback" not in done.stderr and "SQLite error" not in done.stdout + done.stderr
     assert "is not UTF-8 (its id, keys, invocation_id or event_data)" in done.stdout
+
+
+def test_a_run_id_finds_the_sessions_sql_finds_without_a_scan_per_lookup(store: str) -> None:
+    """The reader looks run ids up in a map of the database's sessions read once per state of its
+    files (a lookup by SQL scans every event): the same sessions FIND_SQL finds, for plain and
+    qualified run ids, a session id two users share, orphan events and an unknown id."""
+    import sqlite3
+
+    from lastgood.readers.adk import sqlite as adk_sqlite
+
+    adk.sql(store, "INSERT INTO sessions SELECT app_name, 'bob', id, state, create_time, update_time FROM sessions "
+                   "WHERE id = ?", (adk.ALICE_ORDERS,))
+    _orphans(store)  # bob's own session loses its sessions row: its events are orphans
+    ids = [r[0] for r in adk.rows(store, "SELECT id FROM sessions UNION SELECT session_id FROM events")]
+    asked = ids + [f"{a}:{u}:{s}" for a, u, s in adk.rows(store, adk_sqlite.ALL_KEYS_SQL)] + ["no-such-session"]
+    conn = sqlite3.connect(store)
+    try:
+        expected = {run: adk_sqlite.find_sessions(conn, run) for run in asked}
+        known = adk_sqlite.run_keys(conn)
+        assert adk_sqlite.run_keys(conn, limit=1) is None  # beyond the limit: looked up one at a time
+    finally:
+        conn.close()
+    assert known is not None
+    assert len(expected[adk.ALICE_ORDERS]) == 2 and expected[adk.BOB], "the cases are there"
+    with _open(store) as reader:
+        scans: list[str] = []
+        real = reader._read
+        reader._read = lambda: scans.append("read") or real()
+        assert {run: reader._find_sessions(run) for run in asked} == expected
+        assert len(scans) == 1, "one read for every lookup"
