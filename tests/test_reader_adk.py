@@ -402,6 +402,7 @@ def test_keys_that_are_not_utf8_are_read_past_and_the_rest_lists(store: str, tmp
     done = lastgood_cli("verify", store, "--read-data", home=tmp_path / "home")
     assert "Traceback" not in done.stderr and "SQLite error" not in done.stdout + done.stderr
     assert "is not UTF-8 (its id, keys, invocation_id or event_data)" in done.stdout
+    assert "no longer exists" not in done.stdout, "the event with a replaced id is still found in the table"
 
 
 def test_a_run_id_finds_the_sessions_sql_finds_without_a_scan_per_lookup(store: str) -> None:

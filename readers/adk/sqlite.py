@@ -158,7 +158,15 @@ class AdkSqliteReader(AdkReader):
         if not ids:
             return set()
         with self._read() as conn:
-            return {r[0] for r in conn.execute(EXISTING_SQL, (json.dumps(list(ids)),))}
+            found = {r[0] for r in conn.execute(EXISTING_SQL, (json.dumps(list(ids)),))}
+            replaced = {i for i in ids if "\ufffd" in i} - found
+            if replaced:  # an id that is not UTF-8, listed with replacement characters: read the ids the same way
+                conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+                try:
+                    found |= {r[0] for r in conn.execute("SELECT id FROM events")} & replaced
+                finally:
+                    conn.text_factory = str
+        return found
 
 
 def run_keys(conn: sqlite3.Connection, limit: int = RUN_KEYS_LIMIT) -> dict[str, set[SessionKey]] | None:
