@@ -29,8 +29,8 @@ from lastgood.readers.base import backend_named
 from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.readers.journal import RetentionBackend
 from lastgood.readers.adk.sqlite_fetch import fetch_all, rows_where, take_prefetched
-from lastgood.readers.common.sqlite import (NotUtf8, file_stamp, is_utf8, read_transaction, sqlite_path,
-                                            sqlite_schema, table_columns, text_or_not_utf8)
+from lastgood.readers.common.sqlite import (NotUtf8, file_stamp, is_utf8, read_transaction, reading_past_bad_text,
+                                            sqlite_path, sqlite_schema, table_columns)
 
 TOKEN_VERSION = 1
 TOUCHED = """(app_name, user_id, session_id) IN (SELECT app_name, user_id, session_id FROM events WHERE rowid > ?
@@ -161,11 +161,8 @@ class AdkSqliteReader(AdkReader):
             found = {r[0] for r in conn.execute(EXISTING_SQL, (json.dumps(list(ids)),))}
             replaced = {i for i in ids if "\ufffd" in i} - found
             if replaced:  # an id that is not UTF-8, listed with replacement characters: read the ids the same way
-                conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
-                try:
+                with reading_past_bad_text(conn, lambda raw: raw.decode("utf-8", "replace")):
                     found |= {r[0] for r in conn.execute("SELECT id FROM events")} & replaced
-                finally:
-                    conn.text_factory = str
         return found
 
 
@@ -192,14 +189,11 @@ def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
     """One session's state rows and every event in ADK's order, for replay. Text that is not UTF-8
     is read past (SQLite's JSON functions do, ADK's driver does not): such an event is marked, such
     a state row refuses the session."""
-    conn.text_factory = text_or_not_utf8
-    try:
+    with reading_past_bad_text(conn):
         not_utf8 = [_text(event_id) for event_id, data in conn.execute(SESSION_BLOBS_SQL, key)
                     if isinstance(event_id, NotUtf8) or not is_utf8(data)]
         rows = conn.execute(REPLAY_SQL, key).fetchall()
         states = conn.execute(STATE_SQL, key).fetchone()
-    finally:
-        conn.text_factory = str
     for i, row in enumerate(rows):
         if any(isinstance(value, NotUtf8) for value in row):  # an invocation id, a field of event_data
             rows[i] = (_text(row[0]), *(None if isinstance(value, NotUtf8) else value for value in row[1:]))

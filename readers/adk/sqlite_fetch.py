@@ -1,12 +1,13 @@
-"""The listing query of an ADK SQLite database, fetched by rowid ranges in threads, and its prefetch.
+"""The listing query of an ADK SQLite database, fetched by rowid ranges in a thread, and its prefetch.
 
 Most of a listing's time is SQLite parsing each ``event_data`` once (``json_extract`` of the fields
 in :data:`INFO_PATHS`), which runs without the GIL: ranges are fetched on a read-only connection
 in a thread when no writer has the database open (immutable: it reads the same bytes). One thread,
 not two: two connections fetching at once took ~1.3 s of CPU where one takes ~0.7 s, and ended
-later on two cores (each row's tuple is built under the GIL, and SQLite's allocator is shared). ``prefetch_url`` starts a full listing's fetch before the ``lastgood`` command has
-imported anything heavy (the registry names it for ``adk-sqlite``); the reader's full scan takes
-the result when a stat of the files says nothing changed since, and fetches itself otherwise.
+later on two cores (each row's tuple is built under the GIL, and SQLite's allocator is shared).
+``prefetch_url`` starts a full listing's fetch before the ``lastgood`` command has imported
+anything heavy (the registry names it for ``adk-sqlite``); the reader's full scan takes the result
+when a stat of the files says nothing changed since, and fetches itself otherwise.
 This module imports only the standard library (and the light ``common.sqlite``).
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lastgood.readers.common.sqlite import (NotUtf8, connect_immutable, file_stamp, has_header, is_live,
-                                            text_or_not_utf8)
+                                            rows_past_bad_text)
 
 # the fields each listed row carries (name, JSON path) — lastgood.readers.adk.model reads them by position
 INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -59,16 +60,7 @@ RANGE = "rowid > ? AND rowid <= ?"
 def rows_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The listed rows ``where`` selects (fast query; the safe one when some event_data is
     malformed); text that is not UTF-8 read as ``NotUtf8`` when the driver failed on some."""
-    try:
-        return _rows_where(conn, where, params)
-    except sqlite3.OperationalError as exc:
-        if "decode" not in str(exc).lower():
-            raise
-    conn.text_factory = text_or_not_utf8
-    try:
-        return [_readable(row) for row in _rows_where(conn, where, params)]
-    finally:
-        conn.text_factory = str
+    return rows_past_bad_text(conn, lambda: _rows_where(conn, where, params), _readable)
 
 
 def _readable(row: tuple[Any, ...]) -> tuple[Any, ...]:

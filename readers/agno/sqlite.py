@@ -25,8 +25,8 @@ from lastgood.errors import CheckpointNotFound
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
 from lastgood.readers.base import backend_named
-from lastgood.readers.common.sqlite import (NotUtf8, is_utf8, read_transaction, sqlite_path, sqlite_schema,
-                                            table_columns, text_or_not_utf8)
+from lastgood.readers.common.sqlite import (NotUtf8, is_utf8, read_transaction, reading_past_bad_text, sqlite_path,
+                                            sqlite_schema, table_columns)
 from lastgood.readers.journal import RetentionBackend
 
 TOKEN_VERSION = 1
@@ -226,12 +226,9 @@ class AgnoSqliteReader(AgnoReader):
 def _session_row_problem(conn: sqlite3.Connection, session_id: str) -> str | None:
     """Why Agno cannot load the session from its agno_sessions row (a column that is not UTF-8
     text), or None."""
-    conn.text_factory = text_or_not_utf8
-    try:
+    with reading_past_bad_text(conn):
         cur = conn.execute("SELECT * FROM agno_sessions WHERE session_id = ?", (session_id,))
         row = cur.fetchone()
-    finally:
-        conn.text_factory = str
     bad = [d[0] for d, value in zip(cur.description, row or ()) if isinstance(value, NotUtf8)]
     return (f"agno_sessions.{', '.join(bad)} is not UTF-8 text: Agno cannot load this session (its database "
             "driver fails reading it)") if bad else None

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from lastgood.errors import ReaderError, StoreNotFound
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+T = TypeVar("T")
 MMAP_LIMIT = 2**31
 LIVE_SUFFIXES = ("-wal", "-journal")
 
@@ -34,6 +35,32 @@ def text_or_not_utf8(raw: bytes) -> str | NotUtf8:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return NotUtf8(raw)
+
+
+@contextmanager
+def reading_past_bad_text(conn: sqlite3.Connection, factory: Callable[[bytes], Any] = text_or_not_utf8
+                          ) -> Iterator[sqlite3.Connection]:
+    """``conn`` reading TEXT with ``factory`` for the block (default: text that is not UTF-8 as
+    ``NotUtf8``), then as ``str`` again."""
+    conn.text_factory = factory
+    try:
+        yield conn
+    finally:
+        conn.text_factory = str
+
+
+def rows_past_bad_text(conn: sqlite3.Connection, read: Callable[[], list[T]],
+                       repair: Callable[[T], T] | None = None) -> list[T]:
+    """``read()``; when Python's driver fails it on text that is not UTF-8, ``read()`` again with
+    such text as ``NotUtf8`` (each row through ``repair``, when given)."""
+    try:
+        return read()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc).lower():
+            raise
+    with reading_past_bad_text(conn):
+        rows = read()
+    return [repair(row) for row in rows] if repair is not None else rows
 
 
 def is_utf8(data: bytes | None) -> bool:

@@ -25,7 +25,7 @@ from lastgood.readers.langgraph.findings import codec_findings, pending_error_fi
 from lastgood.readers.langgraph.rows import key_arrays, key_problem, row_finding
 from lastgood.readers.langgraph.serde import is_known_type
 from lastgood.readers.common.lazy import lazy_module
-from lastgood.readers.common.sqlite import NotUtf8, text_or_not_utf8
+from lastgood.readers.common.sqlite import NotUtf8, reading_past_bad_text
 
 pa = lazy_module("pyarrow")  # imported on first use: reading one state never needs it
 np = lazy_module("numpy")
@@ -214,11 +214,8 @@ def decodable_writes(conn: sqlite3.Connection, sql: str, after: int,
                       findings: list[Finding]) -> list[tuple[Any, ...]]:
     """EVENTS_SQL rows when some text in ``writes`` is not UTF-8: each such row is skipped
     with a finding naming its rowid (the other special writes still become events)."""
-    conn.text_factory = text_or_not_utf8
-    try:
+    with reading_past_bad_text(conn):
         rows = conn.execute(sql.replace("SELECT ", "SELECT rowid, ", 1), (after,)).fetchall()
-    finally:
-        conn.text_factory = str
     good = []
     for rowid, *row in rows:
         bad = [name for name, value in zip(WRITES_TEXT_COLUMNS, row) if isinstance(value, NotUtf8)]

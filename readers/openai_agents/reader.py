@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 from lastgood.checks import Check
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.base import CheckpointRecord, Finding, Reader, Scan, backend_named
-from lastgood.readers.common.sqlite import NotUtf8, connect_readonly, sqlite_path, sqlite_schema, text_or_not_utf8
+from lastgood.readers.common.sqlite import (NotUtf8, connect_readonly, reading_past_bad_text, rows_past_bad_text,
+                                            sqlite_path, sqlite_schema)
 from lastgood.readers.journal import RecoveryBackend, RetentionBackend
 from lastgood.readers.openai_agents.archived import archived_rows, list_archived, parents_of
 from lastgood.readers.openai_agents.history import Lineage, lineage
@@ -205,15 +206,12 @@ class OpenAIAgentsReader(Reader):
 
     def load_state(self, record: CheckpointRecord) -> Any:
         with self._connection() as conn:
-            conn.text_factory = text_or_not_utf8  # an item that is not UTF-8: its own finding, not a failed read
-            try:
+            with reading_past_bad_text(conn):  # an item that is not UTF-8: its own finding, not a failed read
                 history = self._history(conn, record)
                 own = history.units[-1]
                 _require_item(own.data, record.checkpoint_id, own.message_id, self.layout)
                 items = [clarify(item) for item in decoded([u.data for u in history.units])]
                 session = self._session(conn, record, items)
-            finally:
-                conn.text_factory = str
         return {"messages": items, "session": session}
 
     def _history(self, conn: sqlite3.Connection, record: CheckpointRecord) -> Lineage:
@@ -276,16 +274,7 @@ def _fetch(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> list[
     """The rows; text that is not UTF-8 is read as its bytes (``NotUtf8``) rather than failing the
     query: such an item does not parse, so it is listed with an ``undecodable`` finding (the SDK's
     ``get_items`` fails on it)."""
-    try:
-        return conn.execute(sql, params).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "decode" not in str(exc).lower():
-            raise
-    conn.text_factory = text_or_not_utf8
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.text_factory = str
+    return rows_past_bad_text(conn, lambda: conn.execute(sql, params).fetchall())
 
 
 def _first_refs(rows: list[tuple[Any, ...]]) -> dict[int, int]:
