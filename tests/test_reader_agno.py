@@ -302,3 +302,19 @@ def test_a_session_row_that_is_not_utf8_makes_each_of_its_runs_unreadable(store:
             + [CheckpointRecord(run_id=agno.CART2, checkpoint_id=_run_id(store, agno.CART2, 0))], read_data=True))
     assert {f.run_id for f in found} == {agno.CART1} and len(found) == 5
     assert all("agno_sessions.session_data is not UTF-8 text" in f.message for f in found)
+
+
+def test_a_data_check_reads_each_session_once_and_a_write_is_seen(store: str) -> None:
+    """A data check loads the state of each run of a session in turn: the session's runs (and the
+    bytes of their run_data) are read once while the file is unchanged, and again after a write."""
+    records = [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(store, agno.CART1, i)) for i in range(5)]
+    with _open(store) as reader:
+        reads: list[str] = []
+        real = reader._read_session_runs
+        reader._read_session_runs = lambda session: reads.append(session) or real(session)
+        assert not list(reader.check_checkpoints(records, read_data=True))
+        assert reads == [agno.CART1]
+        agno.sql(store, "UPDATE agno_runs SET run_data = '[1]' WHERE run_id = ?", (records[2].checkpoint_id,))
+        found = list(reader.check_checkpoints(records, read_data=True))
+    assert reads == [agno.CART1, agno.CART1]
+    assert [f.checkpoint_id for f in found] == [records[2].checkpoint_id]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,8 +26,8 @@ from lastgood.errors import CheckpointNotFound
 from lastgood.readers.agno import model
 from lastgood.readers.agno.base import AgnoReader, RawListing, RunState, is_agno_schema
 from lastgood.readers.base import backend_named
-from lastgood.readers.common.sqlite import (NotUtf8, is_utf8, read_transaction, reading_past_bad_text, sqlite_path,
-                                            sqlite_schema, table_columns)
+from lastgood.readers.common.sqlite import (NotUtf8, file_stamp, is_utf8, read_transaction, reading_past_bad_text,
+                                            sqlite_path, sqlite_schema, table_columns)
 from lastgood.readers.journal import RetentionBackend
 
 TOKEN_VERSION = 1
@@ -51,6 +52,7 @@ STATE_SQL = f"""SELECT run_id, parent_run_id, run_index, created_at, CASE WHEN {
   CASE WHEN {_OK} THEN json_extract(run_data, '$.messages') END,
   CASE WHEN {_OK} THEN json_extract(run_data, '$.session_state') END
 FROM agno_runs WHERE session_id = ?"""
+RUNS_CACHED = 16  # sessions whose runs a reader keeps
 UNREADABLE_RUN = "run_data is not UTF-8 text: Agno cannot load this session (its database driver fails reading it)"
 RUN_BLOBS_SQL = """SELECT run_id, CAST(run_data AS BLOB) FROM agno_runs
   WHERE session_id = ? AND typeof(run_data) = 'text'"""
@@ -81,6 +83,8 @@ class AgnoSqliteReader(AgnoReader):
         self.path = sqlite_path(url)
         super().__init__(url, storage_options)
         self.has_runs = self.legacy = self.archive = False
+        self._runs_cache: dict[str, tuple[Any, list[RunState]]] = {}  # session id -> (files' stamp, runs)
+        self._runs_lock = threading.Lock()
         with self._read():
             pass
 
@@ -178,6 +182,22 @@ class AgnoSqliteReader(AgnoReader):
 
     # ---- one session -------------------------------------------------------------------------
     def _session_runs(self, session_id: str) -> list[RunState]:
+        """The session's runs, kept while the database's files are unchanged (a data check loads the
+        state of each of a session's runs in turn: one read of its runs, not one per run)."""
+        stamp = file_stamp(self.path)
+        with self._runs_lock:
+            hit = self._runs_cache.get(session_id)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        runs = self._read_session_runs(session_id)
+        with self._runs_lock:
+            self._runs_cache.pop(session_id, None)
+            self._runs_cache[session_id] = (stamp, runs)
+            while len(self._runs_cache) > RUNS_CACHED:
+                self._runs_cache.pop(next(iter(self._runs_cache)))
+        return runs
+
+    def _read_session_runs(self, session_id: str) -> list[RunState]:
         """The session's runs; those Agno's driver cannot read are marked with why (TEXT that is not
         UTF-8 in the session's row or in the run's run_data: SQLite's JSON functions read past it)."""
         with self._read() as conn:
