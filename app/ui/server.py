@@ -57,19 +57,12 @@ def _wait_for_first_indexing() -> None:
     shown = ", ".join(display_url(r.url) for r in running)
     with holder.status(f"Indexing {shown}…", expanded=True):
         st.caption("Listing its checkpoints and checking their structure; the page follows.")
-        _load_table_code()
+        from lastgood.ui.tables import empty_grid  # the Overview's tables then draw without that wait
+
+        empty_grid()  # gone with the status box
         for refresh in running:
             refresh.done.wait()
     holder.empty()
-
-
-def _load_table_code() -> None:
-    """While the store is indexed, let the browser load and compile its table code (Streamlit
-    fetches each element's code the first time one is shown): an empty table, gone with the
-    status box. The Overview's tables then draw without that wait."""
-    import pyarrow as pa
-
-    st.dataframe(pa.table({"": pa.array([], pa.string())}), height=40, lazy=False)
 
 
 def _hold_index() -> Catalog | None:

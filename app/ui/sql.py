@@ -23,7 +23,7 @@ from lastgood.ui import links
 from lastgood.ui.escape import md_escape
 from lastgood.ui.pagerun import after_page
 from lastgood.ui.stores import CACHE_TTL, StoreRef, catalog
-from lastgood.ui.tables import column_config, export_buttons
+from lastgood.ui.tables import column_config, empty_grid, export_buttons
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,10 +58,8 @@ def place() -> Slots:
     and grid replace it together); later runs keep the last result on screen until the new one."""
     slots = Slots(st.empty(), st.container(), st.empty())
     if not st.session_state.get(GRID_SENT_KEY):
-        import pyarrow as pa
-
         st.session_state[GRID_SENT_KEY] = True
-        slots.result.dataframe(pa.table({"": pa.array([], pa.string())}), height=40, lazy=False)
+        empty_grid(slots.result)
     return slots
 
 

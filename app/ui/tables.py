@@ -41,6 +41,13 @@ def show_table(frame: pd.DataFrame | pa.Table, columns: list[str], *, empty: str
     export_buttons(whole, name or key or "table")
 
 
+def empty_grid(slot: Any = st) -> None:
+    """An empty table in ``slot``: the browser fetches and compiles the data grid's code (Streamlit
+    loads an element's code the first time one is shown) while the server works on what the page's
+    tables will hold, so they draw without that wait."""
+    slot.dataframe(pa.table({"": pa.array([], pa.string())}), height=40, lazy=False)
+
+
 def export_buttons(frame: Any, name: str, rows: int | None = None) -> None:
     """CSV, Parquet and JSON downloads of ``frame`` (a DataFrame, a Styler, an Arrow table, or a
     function returning one when clicked), files ``lastgood-<name>.<ext>``; each file is made on
