@@ -57,14 +57,13 @@ REPLAY_SQL = f"""SELECT id, invocation_id,
     ELSE '!' || json_type(event_data, '$.actions.state_delta') END END,
   CASE WHEN {_OK} THEN json_extract(event_data, '$.actions.rewind_before_invocation_id') END,
   CASE WHEN {_OK} THEN json_extract(event_data, '$.author', '$.content', '$.error_code', '$.error_message',
-       '$.branch') END
+       '$.branch') END,
+  CASE WHEN typeof(event_data) = 'text' THEN CAST(event_data AS BLOB) END
 FROM events WHERE app_name = ? AND user_id = ? AND session_id = ? ORDER BY timestamp, id"""
 STATE_SQL = """SELECT (SELECT state FROM sessions WHERE app_name = ?1 AND user_id = ?2 AND id = ?3),
   (SELECT state FROM app_states WHERE app_name = ?1),
   (SELECT state FROM user_states WHERE app_name = ?1 AND user_id = ?2)"""
 STATE_COLUMNS = ("sessions.state", "app_states.state", "user_states.state")
-SESSION_BLOBS_SQL = """SELECT id, CAST(event_data AS BLOB) FROM events
-  WHERE app_name = ? AND user_id = ? AND session_id = ? AND typeof(event_data) = 'text'"""
 BLOB_SQL = """SELECT CAST(event_data AS BLOB) FROM events
   WHERE app_name = ? AND user_id = ? AND session_id = ? AND id = ?"""
 EXISTING_SQL = "SELECT id FROM events WHERE id IN (SELECT value FROM json_each(?))"
@@ -189,15 +188,14 @@ def read_session(conn: sqlite3.Connection, key: SessionKey) -> SessionData:
     """One session's state rows and every event in ADK's order, for replay. Text that is not UTF-8
     is read past (SQLite's JSON functions do, ADK's driver does not): such an event is marked, such
     a state row refuses the session."""
+    rows, not_utf8 = [], []
     with reading_past_bad_text(conn):
-        not_utf8 = [_text(event_id) for event_id, data in conn.execute(SESSION_BLOBS_SQL, key)
-                    if isinstance(event_id, NotUtf8) or not is_utf8(data)]
-        rows = conn.execute(REPLAY_SQL, key).fetchall()
+        for *row, data in conn.execute(REPLAY_SQL, key):  # data: event_data's bytes, only to check them
+            if not is_utf8(data) or any(isinstance(value, NotUtf8) for value in row):  # event_data, an id, a field
+                row = [_text(row[0]), *(None if isinstance(value, NotUtf8) else value for value in row[1:])]
+                not_utf8.append(row[0])
+            rows.append(row)
         states = conn.execute(STATE_SQL, key).fetchone()
-    for i, row in enumerate(rows):
-        if any(isinstance(value, NotUtf8) for value in row):  # an invocation id, a field of event_data
-            rows[i] = (_text(row[0]), *(None if isinstance(value, NotUtf8) else value for value in row[1:]))
-            not_utf8.append(rows[i][0])
     bad = [name for name, value in zip(STATE_COLUMNS, states) if isinstance(value, NotUtf8)]
     if bad:
         raise DecodeError(f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not UTF-8 text: ADK cannot "
