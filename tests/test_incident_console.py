@@ -186,9 +186,14 @@ def test_a_link_copied_from_every_page_reopens_the_same_view(chromium_browser, s
         page.keyboard.press("Enter")
         page.get_by_role("button", name="metadata match").first.click()
         page.get_by_role("heading", name="Checkpoint ").wait_for()
+        page.wait_for_url(re.compile(r"[?&]checkpoint="))  # the selection is in the link: its run is over
+        settled(page)  # as an operator reads what opened before the next click
         page.get_by_role("radiogroup", name="Axis").get_by_role("radio", name="step").click()
+        page.wait_for_url(re.compile(r"[?&]axis=step(&|$)"))
         settled(page)
-        page.get_by_role("tab", name=re.compile(r"^Pending writes \(\d+\)$")).click()
+        writes = page.get_by_role("tab", name=re.compile(r"^Pending writes \(\d+\)$"))
+        assert writes.count() == 1, f"no Pending writes tab at {page.url}: {view(page)}"
+        writes.click()
         page.wait_for_url(re.compile(r"[?&]tab=writes(&|$)"))
         settled(page)
         query = parse_qs(urlparse(page.url).query)

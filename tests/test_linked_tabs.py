@@ -126,6 +126,21 @@ def test_a_clicks_rerun_bringing_an_older_address_keeps_the_view(app_env: DemoSt
     assert url(at)["checkpoint"] == second.checkpoint_id and url(at)["tab"] == "findings"
 
 
+def test_a_timeline_control_changed_on_an_older_address_keeps_the_view(app_env: DemoStore) -> None:
+    """The same for the Timeline's own controls (the Axis here): a change sent before the browser
+    applied the previous selection's URL neither drops nor replaces the selected checkpoint."""
+    first, second = app_env.of_run("run-alpha")[1], app_env.of_run("run-alpha")[4]
+    at = open_page("timeline", store=app_env.url, run="run-alpha", checkpoint=first.checkpoint_id)
+    older = url(at)
+    at.selectbox(key=timeline.CHECKPOINT).select(second.checkpoint_id).run()
+    at.query_params.clear()
+    at.query_params.update(older)  # the address the browser still showed
+    at.button_group(key=timeline.AXIS).set_value("step").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key=timeline.CHECKPOINT).value == second.checkpoint_id
+    assert url(at)["checkpoint"] == second.checkpoint_id and url(at)["axis"] == "step"
+
+
 def test_recovery_and_storage_tabs_are_in_their_links(app_env: DemoStore) -> None:
     at = open_page("recovery", store=app_env.url, tab="journal")
     assert labels(at) == ["Action", "Journal"] and shown(at) == "Journal" and url(at)["tab"] == "journal"

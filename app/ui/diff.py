@@ -140,6 +140,7 @@ def pick_stores(ref: StoreRef, row_a: Any, row_b: Any) -> StoreRef:
 
 
 def _store_a_changed() -> None:
+    links.not_a_link()
     st.session_state[STORE_KEY] = st.session_state[STORE_A]
 
 
@@ -233,7 +234,9 @@ def _pick_side(ref: StoreRef, runs: list[str], side: str, row: list[Any]) -> str
 
 
 def _picked(side: str) -> None:
-    """A side picked by hand: a link's refused id no longer stands; A stays as chosen."""
+    """A side picked by hand: a link's refused id no longer stands; A stays as chosen; the rerun's
+    address is no link (links.not_a_link)."""
+    links.not_a_link()
     st.session_state[REFUSED] = {s: why for s, why in refused().items() if s != side}
     if side == "A":
         st.session_state[PIN_A] = True

@@ -349,7 +349,8 @@ def _filtered(findings: pd.DataFrame) -> pd.DataFrame:
         if st.session_state.get(key):  # a link's value the findings do not have (any more) is dropped
             st.session_state[key] = [v for v in st.session_state[key] if v in options]
         shown_as = (lambda d: DEPTH_LABELS.get(d, d)) if column == "depth" else redact_text  # as in the table
-        chosen = col.multiselect(label, options, key=key, placeholder="all", format_func=shown_as)
+        chosen = col.multiselect(label, options, key=key, placeholder="all", format_func=shown_as,
+                                 on_change=links.not_a_link)
         if chosen:
             mask &= findings[column].astype(str).isin(chosen)
     return findings[mask]

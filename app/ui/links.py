@@ -19,7 +19,8 @@ The API, for every page's UI module:
 - ``write(page, params)``: the page's whole state into the URL (empty values dropped; written only
   when it changed), on every run once its widgets are drawn;
 - ``not_a_link()``: a widget's ``on_change`` callback saying the URL its rerun brought is no link
-  (lastgood.ui.tabs' clicks: the browser may not have applied the newest address yet);
+  (tabs, pickers, filters, the Timeline's chart: every control of a page with a link calls it, since
+  the browser may not have applied the newest address when the operator acted);
 - ``merge(params)``: a few parameters set, the rest kept (the sidebar puts ``store`` and ``live``
   into every page's URL at the end of each run: a page need not write them);
 - ``values(name)`` / ``value(name)``: a multi-valued / single parameter of the current URL;

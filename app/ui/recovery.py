@@ -218,13 +218,13 @@ def render_form(ref: StoreRef) -> None:
         return
     left, middle, right = st.columns([3, 3, 4])
     action = left.selectbox("Action", list(ACTIONS), format_func=ACTIONS.get, key=ACTION_KEY,
-                            on_change=_forget_plan)
+                            on_change=_control_changed)
     if action == "undo":
         _undo_picker(ref, middle)
     else:
         if st.session_state.get(RUN_KEY) not in runs:
             st.session_state[RUN_KEY] = runs[0]
-        run = middle.selectbox("Run", runs, key=RUN_KEY, on_change=_forget_plan)
+        run = middle.selectbox("Run", runs, key=RUN_KEY, on_change=_control_changed)
         if action in NEEDS_TARGET:
             _target_picker(ref, run, action, right)
     st.caption(MEANING["restore"] + "  \n" + MEANING["rollback"] + ("" if action in ("restore", "rollback")
@@ -273,7 +273,7 @@ def _target_picker(ref: StoreRef, run: str, action: str, column: Any) -> None:
     if st.session_state.get(TARGET_KEY) not in choices:
         st.session_state[TARGET_KEY] = default_target(ref, run, action, rows)
     column.selectbox("Checkpoint", list(choices), format_func=choices.get, key=TARGET_KEY,
-                     on_change=_forget_plan)
+                     on_change=_control_changed)
 
 
 def default_target(ref: StoreRef, run: str, action: str, rows: list[dict[str, Any]]) -> str | None:
@@ -303,7 +303,7 @@ def _undo_picker(ref: StoreRef, column: Any) -> None:
     if st.session_state.get(UNDO_KEY) not in choices:
         st.session_state[UNDO_KEY] = next(iter(choices), None)
     column.selectbox("Action to undo", list(choices), format_func=choices.get, key=UNDO_KEY,
-                     on_change=_forget_plan, placeholder="no actions yet")
+                     on_change=_control_changed, placeholder="no actions yet")
 
 
 def _refused_target(ref: StoreRef, action: str) -> dict[str, Any] | None:
@@ -344,8 +344,14 @@ def _override(ref: StoreRef, action: str, bad: dict[str, Any] | None) -> bool:
 
 
 def _override_changed() -> None:
-    _forget_plan()
+    _control_changed()
     st.session_state[AUTOPLAN_KEY] = True  # the preview follows the override at once
+
+
+def _control_changed() -> None:
+    """A picker changed by hand: its rerun's address is no link (links.not_a_link), and the plan is stale."""
+    links.not_a_link()
+    _forget_plan()
 
 
 def _forget_plan() -> None:

@@ -239,12 +239,12 @@ def policy_form(ref: StoreRef, report: dict[str, Any]) -> retention.Policy | Non
     _fill_from_saved(ref, report)
     cols = st.columns(len(COUNT_RULES))
     for col, name in zip(cols, COUNT_RULES):
-        col.number_input(RULE_LABELS[name], min_value=0, step=1, key=RULE_KEYS[name], on_change=_forget_plan,
+        col.number_input(RULE_LABELS[name], min_value=0, step=1, key=RULE_KEYS[name], on_change=_rule_changed,
                          help=f"--keep-{name} (0: off)")
     left, right = st.columns(2)
-    left.text_input(RULE_LABELS["within"], key=RULE_KEYS["within"], on_change=_forget_plan,
+    left.text_input(RULE_LABELS["within"], key=RULE_KEYS["within"], on_change=_rule_changed,
                     help="--keep-within: every checkpoint within this of a run's newest")
-    right.text_input(RULE_LABELS["runs_within"], key=RULE_KEYS["runs_within"], on_change=_forget_plan,
+    right.text_input(RULE_LABELS["runs_within"], key=RULE_KEYS["runs_within"], on_change=_rule_changed,
                      help="--keep-runs-within: runs with no checkpoint for longer go whole")
     values = {name: (st.session_state.get(key) or None) for name, key in RULE_KEYS.items()}
     try:
@@ -256,6 +256,12 @@ def policy_form(ref: StoreRef, report: dict[str, Any]) -> retention.Policy | Non
     st.caption(f"{md_escape(text[:1].upper() + text[1:])}. Always kept: each run's head and last good, pinned checkpoints, "
                "targets of journaled actions not undone, and every checkpoint a kept one needs to be read.")
     return None if policy.empty else policy
+
+
+def _rule_changed() -> None:
+    """A rule edited: its rerun's address is no link (links.not_a_link), and the plan is stale."""
+    links.not_a_link()
+    _forget_plan()
 
 
 def _forget_plan() -> None:

@@ -147,11 +147,13 @@ def pick_scope(runs: pd.DataFrame) -> Scope:
     if st.session_state.get(AXIS) not in AXES:
         st.session_state[AXIS] = TIME
     cells = st.columns([2, 4.2, 2.6, 1.6, 1.6, 1.9], vertical_alignment="bottom")
-    agent = cells[0].selectbox("Agent", agents, key=AGENT)
+    agent = cells[0].selectbox("Agent", agents, key=AGENT, on_change=links.not_a_link)
     statuses = cells[2].multiselect("Status", STATUSES, key=STATUS, placeholder="any status",
-                                    help="Runs with a checkpoint in one of these statuses")
-    since = cells[3].date_input("From (UTC)", value=None, key=SINCE, help="Runs active on or after this day")
-    until = cells[4].date_input("To (UTC)", value=None, key=UNTIL, help="Runs active on or before this day")
+                                    on_change=links.not_a_link, help="Runs with a checkpoint in one of these statuses")
+    since = cells[3].date_input("From (UTC)", value=None, key=SINCE, on_change=links.not_a_link,
+                                help="Runs active on or after this day")
+    until = cells[4].date_input("To (UTC)", value=None, key=UNTIL, on_change=links.not_a_link,
+                                help="Runs active on or before this day")
     filters = Filters(None if agent == ALL_AGENTS else agent, tuple(statuses), since, until)
     shown = lanes.filter_runs(runs, filters)
     labels = run_labels(shown)
@@ -159,8 +161,9 @@ def pick_scope(runs: pd.DataFrame) -> Scope:
                                                                  else "")
     if st.session_state.get(RUN) not in labels:
         st.session_state[RUN] = ALL_RUNS
-    run = cells[1].selectbox("Run", list(labels), format_func=labels.get, key=RUN)
-    axis = cells[5].segmented_control("Axis", AXES, key=AXIS, required=True,
+    run = cells[1].selectbox("Run", list(labels), format_func=labels.get, key=RUN,
+                             on_change=links.not_a_link)
+    axis = cells[5].segmented_control("Axis", AXES, key=AXIS, required=True, on_change=links.not_a_link,
                                       help="Time: when each checkpoint was saved; step: its step number")
     run_ids = tuple(shown["run_id"].head(MAX_LANES)) if run == ALL_RUNS else (run,)
     return Scope(run, filters, axis or TIME, run_ids, len(shown))
@@ -286,7 +289,7 @@ def problem_summary(found: pd.DataFrame, current: tuple[Any, str] | None) -> str
 
 def draw_chart(chart: Any, data: LanesData, scope: Scope, selection: Selection) -> None:
     figure = lanes_figure(data, scope.axis, selection.highlight, _focus(data, scope.axis))
-    chart.plotly_chart(figure, on_select="rerun", selection_mode="points", key=CHART)
+    chart.plotly_chart(figure, on_select=links.not_a_link, selection_mode="points", key=CHART)
     st.session_state[CHART_DRAWN] = True
     if selection.bucket_clicked:
         st.info("That point stands for many checkpoints: pick a single run to inspect them one by one.")
@@ -310,11 +313,13 @@ def pick_checkpoint(selection: Selection) -> str | None:
     chosen = pick.selectbox("Checkpoint", list(choices), format_func=choices.get, index=None,
                             placeholder="Click a point above, or pick one here", key=CHECKPOINT,
                             on_change=_forget_typed_ref)
-    prefix = typed.text_input("…or a checkpoint id / unique prefix", key=TYPED_REF).strip()
+    prefix = typed.text_input("…or a checkpoint id / unique prefix", key=TYPED_REF,
+                              on_change=links.not_a_link).strip()
     return prefix or chosen
 
 
 def _forget_typed_ref() -> None:
+    links.not_a_link()
     st.session_state[TYPED_REF] = ""
     st.session_state[FOCUS] = None
 
