@@ -318,3 +318,21 @@ def test_a_data_check_reads_each_session_once_and_a_write_is_seen(store: str) ->
         found = list(reader.check_checkpoints(records, read_data=True))
     assert reads == [agno.CART1, agno.CART1]
     assert [f.checkpoint_id for f in found] == [records[2].checkpoint_id]
+
+
+@pytest.mark.postgres
+def test_on_postgres_a_data_check_reads_each_session_once_a_batch(pg_create_database: Callable[[str], str]) -> None:
+    """On PostgreSQL nothing tells cheaply whether a session changed: one batch of checks reads a
+    session's runs once (not once per run), and the next batch reads them again and sees a write."""
+    dsn = agno.postgres_store(pg_create_database("agno_batch"))
+    records = [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(dsn, agno.CART1, i)) for i in range(5)]
+    with _open(dsn) as reader:
+        reads: list[str] = []
+        real = reader._session_runs
+        reader._session_runs = lambda session: reads.append(session) or real(session)
+        assert not list(reader.check_checkpoints(records, read_data=True))
+        assert reads == [agno.CART1]
+        agno.sql(dsn, "UPDATE agno_runs SET run_data = '[1]' WHERE run_id = ?", (records[2].checkpoint_id,))
+        found = list(reader.check_checkpoints(records, read_data=True))
+    assert reads == [agno.CART1, agno.CART1]
+    assert [f.checkpoint_id for f in found] == [records[2].checkpoint_id]

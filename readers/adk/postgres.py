@@ -10,6 +10,8 @@ Every statement runs in a ``READ ONLY``, ``REPEATABLE READ`` transaction
 ``model.INFO_PATHS``); an incremental scan re-lists the sessions that gained events since the
 token (events newer than its newest timestamp, when nothing else changed). PostgreSQL keeps no
 insertion order, so the out-of-order check of the SQLite reader has nothing to compare here.
+A run id is looked up in ``sessions`` (no index serves ``id`` alone, but sessions are few) and in the
+orphan events' sessions the last listing found; events are scanned only for an id neither knows.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from lastgood.errors import CheckpointNotFound, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
-from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
+from lastgood.readers.adk.replay import SessionData, keys_by_run_id, matching_sessions, session_data
 from lastgood.readers.base import backend_named
 from lastgood.readers.common.lazy import lazy_module
 from lastgood.readers.common.sessions import PostgresDialect
@@ -51,6 +53,8 @@ ORPHANS_SQL = """SELECT DISTINCT e.app_name, e.user_id, e.session_id FROM events
 SHARED_IDS_SQL = """SELECT session_id FROM (SELECT DISTINCT app_name, user_id, session_id FROM events) k
   GROUP BY session_id HAVING count(*) > 1
   UNION SELECT id FROM sessions GROUP BY id HAVING count(*) > 1"""
+SESSION_FIND_SQL = """SELECT app_name, user_id, id FROM sessions
+  WHERE id = %(r)s OR app_name || ':' || user_id || ':' || id = %(r)s"""
 FIND_SQL = """SELECT app_name, user_id, id FROM sessions
   WHERE id = %(r)s OR app_name || ':' || user_id || ':' || id = %(r)s
   UNION SELECT DISTINCT app_name, user_id, session_id FROM events
@@ -99,6 +103,7 @@ class AdkPostgresReader(PostgresDialect, AdkReader):
     name = "adk-postgres"
     description = "Google ADK DatabaseSessionService on PostgreSQL (sessions, events, app_states, user_states)"
     recovery_class = "lastgood.readers.adk.recovery:PostgresRecovery"
+    _orphan_runs: dict[str, set[SessionKey]] | None = None  # run id -> sessions known by orphan events only
 
     def _check_store(self) -> None:
         with self._read() as cur:
@@ -130,6 +135,7 @@ class AdkPostgresReader(PostgresDialect, AdkReader):
             rows = (cur.execute(LIST_SQL).fetchall() if after is None
                     else cur.execute(LIST_SQL + TOUCHED, (after,)).fetchall())
             orphans = {tuple(r) for r in cur.execute(ORPHANS_SQL).fetchall()}
+        self._orphan_runs = keys_by_run_id(orphans)
         return RawListing(token, after is None, rows, orphans, shared, False)  # type: ignore[arg-type]
 
     @staticmethod
@@ -149,8 +155,16 @@ class AdkPostgresReader(PostgresDialect, AdkReader):
     # ---- one session --------------------------------------------------------------------------
 
     def _find_sessions(self, run_id: str) -> list[SessionKey]:
+        """The sessions table looked up (a scan of sessions, not of events: 2.5 ms, not 44 ms, a
+        lookup on 100,000 events), plus the orphan events' sessions as the last listing (or the first
+        lookup) found them; an id neither knows (new since) is looked up in events too (FIND_SQL)."""
         with self._read() as cur:
-            return find_sessions(cur, run_id)
+            found = {tuple(r) for r in cur.execute(SESSION_FIND_SQL, {"r": run_id}).fetchall()}
+            orphans = self._orphan_runs
+            if orphans is None:
+                orphans = self._orphan_runs = keys_by_run_id(cur.execute(ORPHANS_SQL).fetchall())
+            found |= orphans.get(run_id, set())
+            return matching_sessions(found, run_id) if found else find_sessions(cur, run_id)
 
     def _session_stamp(self, key: SessionKey) -> Any:
         with self._read() as cur:

@@ -119,6 +119,17 @@ def matching_sessions(found: Iterable[Sequence[Any]], run_id: str) -> list[tuple
     return sorted(exact if exact else keys)  # type: ignore[arg-type]
 
 
+def keys_by_run_id(keys: Iterable[Sequence[Any]]) -> dict[str, set[tuple[str, str, str]]]:
+    """Each run id these (app, user, session id) keys answer to (the session id, and its
+    ``app:user:id`` form) -> the keys: what a dialect's FIND_SQL finds for each, from one read."""
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    for app, user, session in keys:
+        key = (app, user, session)
+        found.setdefault(session, set()).add(key)
+        found.setdefault(f"{app}:{user}:{session}", set()).add(key)
+    return found
+
+
 def is_session_key(key: str) -> bool:
     return not key.startswith(SCOPED)
 

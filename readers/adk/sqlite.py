@@ -24,7 +24,7 @@ from typing import Any
 from lastgood.errors import CheckpointNotFound, DecodeError, ReaderError
 from lastgood.readers.adk import model
 from lastgood.readers.adk.base import V0_MESSAGE, AdkReader, RawListing, SessionKey, is_adk_schema
-from lastgood.readers.adk.replay import SessionData, matching_sessions, session_data
+from lastgood.readers.adk.replay import SessionData, keys_by_run_id, matching_sessions, session_data
 from lastgood.readers.base import backend_named
 from lastgood.readers.common.gc_pause import gc_paused
 from lastgood.readers.journal import RetentionBackend
@@ -169,14 +169,7 @@ def run_keys(conn: sqlite3.Connection, limit: int = RUN_KEYS_LIMIT) -> dict[str,
     """Every run id of the database (a session id, and its ``app:user:id`` form) -> the sessions (or
     orphan events' sessions) it names: what FIND_SQL finds for each; None beyond ``limit`` sessions."""
     keys = conn.execute(ALL_KEYS_SQL).fetchmany(limit + 1)
-    if len(keys) > limit:
-        return None
-    found: dict[str, set[SessionKey]] = {}
-    for app, user, session in keys:
-        key = (app, user, session)
-        found.setdefault(session, set()).add(key)
-        found.setdefault(f"{app}:{user}:{session}", set()).add(key)
-    return found
+    return None if len(keys) > limit else keys_by_run_id(keys)
 
 
 def find_sessions(conn: sqlite3.Connection, run_id: str) -> list[SessionKey]:

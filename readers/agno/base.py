@@ -111,7 +111,11 @@ class AgnoReader(SessionStoreReader):
     # ---- one checkpoint ----------------------------------------------------------------------
     def load_state(self, record: CheckpointRecord) -> Any:
         """``{"session_state": the run's snapshot, "messages": the conversation up to it}``."""
-        runs = self._session_runs(record.run_id)
+        return self._state_in(record, self._session_runs(record.run_id))
+
+    @staticmethod
+    def _state_in(record: CheckpointRecord, runs: list[RunState]) -> Any:
+        """The run's state among its session's ``runs``."""
         run = next((r for r in runs if r.run_id == record.checkpoint_id), None)
         if run is None:
             raise CheckpointNotFound(f"run {record.checkpoint_id} of session {record.run_id!r} not found")
@@ -127,10 +131,13 @@ class AgnoReader(SessionStoreReader):
         return self._run_data(record.run_id, record.checkpoint_id)
 
     # ---- integrity --------------------------------------------------------------------------
-    def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
-        """Every run's state loads."""
+    def _data_findings(self, record: CheckpointRecord, batch: dict[Any, Any]) -> Iterator[Finding]:
+        """Every run's state loads (a session's runs read once a batch, not once per run)."""
         try:
-            self.load_state(record)
+            runs = batch.get(record.run_id)
+            if runs is None:
+                runs = batch[record.run_id] = self._session_runs(record.run_id)
+            self._state_in(record, runs)
         except (DecodeError, CheckpointNotFound) as exc:
             yield Finding(getattr(exc, "check", Check.MISSING), "error", str(exc), record.run_id,
                           record.namespace, record.checkpoint_id)

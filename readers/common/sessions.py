@@ -108,8 +108,10 @@ class SessionStoreReader(Reader):
         """Which of these checkpoint ids are still stored."""
 
     @abstractmethod
-    def _data_findings(self, record: CheckpointRecord) -> Iterator[Finding]:
-        """What reading one stored item's state finds."""
+    def _data_findings(self, record: CheckpointRecord, batch: dict[Any, Any]) -> Iterator[Finding]:
+        """What reading one stored item's state finds. ``batch`` is shared by the items of one
+        :meth:`check_checkpoints` call: a session read for one of them serves the others (read once
+        per batch, not once per item: on PostgreSQL even asking whether it changed is a query)."""
 
     # ---- listing -------------------------------------------------------------------------------
 
@@ -141,12 +143,13 @@ class SessionStoreReader(Reader):
         """Structure: the items are still stored. Data: each one's state loads."""
         records = list(records)
         present = self._existing([r.checkpoint_id for r in records])
+        batch: dict[Any, Any] = {}
         for record in records:
             if record.checkpoint_id not in present:
                 yield Finding(Check.MISSING, "error", self.missing_message, record.run_id,
                               record.namespace, record.checkpoint_id)
             elif read_data:
-                yield from self._data_findings(record)
+                yield from self._data_findings(record, batch)
 
     # ---- capabilities --------------------------------------------------------------------------
 
