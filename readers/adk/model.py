@@ -26,19 +26,13 @@ from lastgood.checks import Check
 from lastgood.readers.base import EPOCH, EventRecord, Finding, HeadRecord, Status, lazy_schema
 from lastgood.readers.adk import columns as col
 from lastgood.readers.adk.replay import NOT_UTF8_EVENT
-from lastgood.readers.adk.sqlite_fetch import INFO_PATHS, NOT_UTF8
+from lastgood.readers.adk.rows import (APP, AUTH, AUTHOR, BRANCH, CONFIRMATIONS, ERROR_CODE, ERROR_MESSAGE, ID,
+                                       INFO, INFO_PATHS, INTERRUPTED, INV, JSON_TS, LONG_RUNNING, NOT_UTF8, PARTS,
+                                       REWIND, ROLE, SEQ, SESSION, SIZE, TRANSFER, TS, USER, VALID, Row)
 from lastgood.readers.common.sessions import Listing, args_text, loads
 from lastgood.readers.common.sessions import dumps as _dumps
 
 
-# positions in the info array of the fields each listed row carries (sqlite_fetch.INFO_PATHS)
-(AUTHOR, ROLE, ERROR_CODE, ERROR_MESSAGE, REWIND, JSON_TS, BRANCH, INTERRUPTED, LONG_RUNNING,
- CONFIRMATIONS, AUTH, TRANSFER) = range(len(INFO_PATHS))
-
-# a listed row: (seq, app, user, session, event id, invocation id, epoch µs, size,
-#                info JSON array | None, valid: 1 | 0 | None (NULL event_data), parts JSON | None)
-Row = tuple[Any, ...]
-SEQ, APP, USER, SESSION, ID, INV, TS, SIZE, INFO, VALID, PARTS = range(11)
 SessionKey = tuple[str, str, str]  # app_name, user_id, session id
 
 ABORTED = "INVOCATION_ABORTED"

@@ -7,7 +7,7 @@ The same tables as on SQLite, with PostgreSQL types (ADK's ``DynamicJSON`` is ``
 Every statement runs in a ``READ ONLY``, ``REPEATABLE READ`` transaction
 (``common.postgres.connect_readonly``); nothing is created or migrated, so a role with only
 ``SELECT`` rights is enough. The listing is SQL alone (``jsonb_build_array`` of the fields in
-``model.INFO_PATHS``); an incremental scan re-lists the sessions that gained events since the
+``rows.INFO_PATHS``); an incremental scan re-lists the sessions that gained events since the
 token (events newer than its newest timestamp, when nothing else changed). PostgreSQL keeps no
 insertion order, so the out-of-order check of the SQLite reader has nothing to compare here.
 A run id is looked up in ``sessions`` (no index serves ``id`` alone, but sessions are few) and in the

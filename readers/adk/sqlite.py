@@ -7,7 +7,7 @@ Timestamps are SQLAlchemy ``DATETIME`` text, naive UTC (``YYYY-MM-DD HH:MM:SS.ff
 
 Reading never writes: the file is opened read-only (``common.sqlite.connect_readonly``: no
 ``-wal``/``-shm`` left behind). The listing is SQL alone: the key columns, the timestamp as epoch
-microseconds and one ``json_extract`` of the few fields the model needs (``model.INFO_PATHS``) per
+microseconds and one ``json_extract`` of the few fields the model needs (``rows.INFO_PATHS``) per
 event, taken by rowid ranges; an incremental scan (only appends since the token) re-lists just the
 sessions that gained events. Rowids follow insertion order, so events whose timestamp sorts them
 before events written earlier are reported (``out-of-order``).

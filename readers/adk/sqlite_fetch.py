@@ -19,20 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lastgood.readers.adk.rows import INFO, INFO_PATHS, NOT_UTF8
 from lastgood.readers.common.sqlite import (NotUtf8, connect_immutable, file_stamp, has_header, is_live,
                                             rows_past_bad_text)
 
-# the fields each listed row carries (name, JSON path) — lastgood.readers.adk.model reads them by position
-INFO_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("author", ("author",)), ("role", ("content", "role")), ("error_code", ("error_code",)),
-    ("error_message", ("error_message",)), ("rewind", ("actions", "rewind_before_invocation_id")),
-    ("json_ts", ("timestamp",)), ("branch", ("branch",)), ("interrupted", ("interrupted",)),
-    ("long_running", ("long_running_tool_ids",)),
-    ("confirmations", ("actions", "requested_tool_confirmations")),
-    ("auth", ("actions", "requested_auth_configs")), ("transfer", ("actions", "transfer_to_agent")),
-)
-INFO = 8  # the position of the info array in a listed row (lastgood.readers.adk.model.INFO), then validity, parts
-NOT_UTF8 = "not-utf8"  # the validity of a row with text that is not UTF-8 (:func:`rows_where`)
 CHUNK_ROWS = 10_000
 THREADS = 1
 
