@@ -487,3 +487,23 @@ def test_on_postgres_a_data_check_asks_once_a_batch_whether_a_session_changed(
         later = records + [CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=e) for e in added]
         assert not list(reader.check_checkpoints(later, read_data=True)), "the new events are in the session read"
     assert len(stamps) == 2
+
+
+@pytest.mark.postgres
+def test_on_postgres_a_row_rewritten_in_place_is_seen_by_a_reader_that_read_its_session(
+        pg_create_database: Callable[[str], str]) -> None:
+    """ADK only appends, but a row can be rewritten in place (by hand, by a script): the session's
+    stamp changes with it (its xmin), so an open reader (the dashboard's) replays the new rows."""
+    from lastgood.readers.base import CheckpointRecord
+
+    url = adk.postgres_store(pg_create_database("adk_in_place"))
+    events = [r[0] for r in adk.rows(url, BOB_EVENTS, (adk.ALICE_ORDERS,))]
+    record = CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=events[-1])
+    with _open(url) as reader:
+        before = reader.load_state(record)
+        adk.sql(url, """UPDATE events SET event_data = jsonb_set(event_data, '{actions,state_delta}',
+                        '{"edited_in_place": 1}') WHERE id = ?""", (events[2],))
+        assert "edited_in_place" not in json.dumps(before)
+        assert reader.load_state(record)["state"]["edited_in_place"] == 1
+        adk.sql(url, "UPDATE sessions SET state = state || '{\"by_hand\": 2}' WHERE id = ?", (adk.ALICE_ORDERS,))
+        assert reader.load_state(record)["state"]["by_hand"] == 2

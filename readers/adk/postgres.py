@@ -71,11 +71,13 @@ FROM events WHERE app_name = %s AND user_id = %s AND session_id = %s ORDER BY ti
 STATE_SQL = """SELECT (SELECT state FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s),
   (SELECT state FROM app_states WHERE app_name = %(a)s),
   (SELECT state FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s)"""
-STAMP_SQL = """SELECT (SELECT count(*) FROM events WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s),
-  (SELECT max(timestamp) FROM events WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s),
-  (SELECT update_time FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s),
-  (SELECT update_time FROM app_states WHERE app_name = %(a)s),
-  (SELECT update_time FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s)"""
+# what changes when a session's rows do: ADK's appends move the count, the newest timestamp and the
+# update times; a row rewritten in place (by hand, a script, a restored dump) gets a new xmin
+STAMP_SQL = """SELECT (SELECT row(count(*), max(timestamp), max(xmin::text::bigint))::text FROM events
+    WHERE app_name = %(a)s AND user_id = %(u)s AND session_id = %(s)s),
+  (SELECT row(update_time, xmin)::text FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s AND id = %(s)s),
+  (SELECT row(update_time, xmin)::text FROM app_states WHERE app_name = %(a)s),
+  (SELECT row(update_time, xmin)::text FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s)"""
 BLOB_SQL = """SELECT event_data::text FROM events
   WHERE app_name = %s AND user_id = %s AND session_id = %s AND id = %s"""
 EXISTING_SQL = "SELECT id FROM events WHERE id = ANY(%s)"
