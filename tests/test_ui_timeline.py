@@ -360,3 +360,19 @@ def test_a_timeout_event_never_looks_like_an_incomplete_checkpoint() -> None:
     assert EVENT_STYLE["timeout"][0] != colour and EVENT_STYLE["timeout"][1] != symbol
     statuses = {s[1] for s in STATUS_STYLE.values()}
     assert not statuses & {glyph for _, glyph in EVENT_STYLE.values()}  # no event shares a status's shape
+
+
+def test_node_labels_that_would_overlap_are_left_out_along_each_lane() -> None:
+    """Beside a few points the node is written, but not where the lane's previous label is nearer than
+    a share of the x span (they would overprint each other), nor the same node again close by."""
+    import pandas as pd
+
+    from lastgood.display.lanes import STEP, TIME, spaced_labels
+
+    t0 = pd.Timestamp("2026-11-03 09:00", tz="UTC")
+    at = [pd.Timedelta(s) for s in ("0s", "10s", "3h", "3h1min", "0s", "2h")]
+    points = pd.DataFrame({"y": [0, 0, 0, 0, 1, 1], "node": ["a", "b", "a", "c", "a", None],
+                           "created_at": [t0 + d for d in at], "step": [0, 1, 2, 3, 0, 1]})
+    assert spaced_labels(points, TIME) == ["a", "", "a", "", "a", ""]  # 10 s and 1 min after a label: crowded
+    assert spaced_labels(points.iloc[::-1].reset_index(drop=True), TIME) == ["", "a", "", "a", "", "a"]
+    assert spaced_labels(points, STEP) == ["a", "b", "a", "c", "a", ""]  # one step apart of three: room

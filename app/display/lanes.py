@@ -54,6 +54,7 @@ ROW_HEIGHT, MIN_HEIGHT, MAX_HEIGHT = 34, 320, 1500
 MAX_BRANCH_ROWS = 6  # per lane; more branches share the last row
 SUB_GAP, EVENTS_GAP = 0.8, 0.6  # rows below a run's lane: its branches and namespaces, its events band
 LABEL_LIMIT = 80  # at most this many points: the node that produced each is written beside it
+LABEL_GAP = 0.12  # ...unless the lane's previous label is nearer than this share of the x span (they would overlap)
 
 
 @dataclass
@@ -279,6 +280,8 @@ def _status_traces(points: pd.DataFrame, axis: str, labels: bool) -> list[go.Sca
         return []
     styles = _status_of(points)
     points = points.assign(style=[s[3] for s in styles])
+    if labels:
+        points = points.assign(label=spaced_labels(points, axis))
     dense = len(points) / max(points["y"].nunique(), 1)  # points per row: smaller markers, no outline
     order = [s[3] for s in (*STATUS_STYLE.values(), UNVERIFIED)]
     order = [o for o in order if o not in ("corrupt ✕", "incomplete ○")] + ["incomplete ○", "corrupt ✕"]
@@ -292,7 +295,7 @@ def _status_traces(points: pd.DataFrame, axis: str, labels: bool) -> list[go.Sca
         base = 10 if dense < 60 else 6
         sizes = [min(8 + 3 * math.sqrt(c), 26) if c > 1 else (13 if damaged else base) for c in group["count"]]
         outline = "#ffffff" if dense < 60 and symbol == "circle" else color
-        text = _node_labels(group) if labels else None
+        text = list(group["label"]) if labels else None
         traces.append(go.Scatter(
             x=x_of(group, axis), y=group["y"], mode="markers+text" if labels else "markers", name=name,
             legendgroup="status", legendgrouptitle_text="status", opacity=opacity,
@@ -304,8 +307,26 @@ def _status_traces(points: pd.DataFrame, axis: str, labels: bool) -> list[go.Sca
     return traces
 
 
-def _node_labels(group: pd.DataFrame) -> list[str]:
-    return [plain(_short(str(n), 18)) if isinstance(n, str) else "" for n in group["node"]]
+def spaced_labels(points: pd.DataFrame, axis: str) -> list[str]:
+    """The node beside each point, in time (or step) order along each lane, left out where it would
+    overlap the lane's previous label (nearer than LABEL_GAP of the chart's x span) or repeat it."""
+    xs = [float(x) for x in (x_of(points, axis).astype("int64") if axis == TIME else points["step"].fillna(0))]
+    gap = (max(xs) - min(xs)) * LABEL_GAP if xs else 0.0
+    labels = [""] * len(xs)
+    last: dict[Any, tuple[float, str]] = {}  # lane -> (x, text) of its last label
+    for i in sorted(range(len(xs)), key=xs.__getitem__):
+        node = points["node"].iat[i]
+        text = plain(_short(str(node), 18)) if isinstance(node, str) else ""
+        lane = points["y"].iat[i]
+        if text and _room(last.get(lane), xs[i], text, gap):
+            labels[i] = text
+            last[lane] = (xs[i], text)
+    return labels
+
+
+def _room(before: tuple[float, str] | None, x: float, text: str, gap: float) -> bool:
+    """A label fits at ``x``: the lane has none yet, or its last is a gap away (two gaps if the same text)."""
+    return before is None or x - before[0] >= (2 * gap if text == before[1] else gap)
 
 
 def point_label(row: dict[str, Any]) -> str:
