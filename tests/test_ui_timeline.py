@@ -228,6 +228,12 @@ def test_runs_waiting_on_a_human_are_listed_with_their_question(tmp_path, monkey
     at.button(key="tl_waiting_0").click().run()
     assert at.selectbox(key=timeline.RUN).value == "cart-002" and selected(at)
 
+    home = indexed_home(tmp_path / "graph", "pydantic_graph")  # no agent recorded: nothing between separators
+    use(monkeypatch, home, str(tmp_path / "graph" / "pydantic_graph"))
+    waiting = [e for e in timeline_app().expander if "waiting on a human" in e.label]
+    text = " ".join(m.value for m in waiting[0].markdown)
+    assert "**run\\_64af0c25** · asked " in text and "· - ·" not in text
+
 
 # ---- every view is a link -------------------------------------------------------------------------
 

@@ -89,7 +89,8 @@ def render_waiting(found: pd.DataFrame, open_hit: OpenHit) -> None:
             text, button = st.columns([6, 1], vertical_alignment="center")
             text.markdown(f"**{md_escape(row['run_id'])}**" + (f" · {md_escape(row['namespace'])}" if row["namespace"]
                                                               else "")
-                          + f" · {md_escape(row.get('agent') or '-')} · asked {utc(row['asked_at'])} UTC  \n"
+                          + (f" · {md_escape(row['agent'])}" if row.get("agent") else "")
+                          + f" · asked {utc(row['asked_at'])} UTC  \n"
                           + literal_lines(_question(row.get("question"))))
             button.button("Open", key=f"tl_waiting_{i}", icon=":material/open_in_new:", type="tertiary",
                           on_click=open_hit, args=({**row, "hit": "checkpoint"},))
