@@ -397,8 +397,12 @@ def test_a_readers_own_message_shape_shows_as_a_conversation(tmp_path: Path, mon
     monkeypatch.setenv("LASTGOOD_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LASTGOOD_STORES", json.dumps([str(db)]))
     at = diff_page({"store": str(db), "a": ids[0], "b": ids[-1]})
-    assert any(m.value.startswith("**Conversation**") for m in at.markdown), [m.value for m in at.markdown][:5]
+    caption = next((m.value for m in at.markdown if m.value.startswith("**Conversation**")), None)
+    assert caption is not None, [m.value for m in at.markdown][:5]
     assert at.chat_message and {c.name for c in at.chat_message} <= {"user", "assistant"}
+    badges = [c.markdown[0].value for c in at.chat_message]  # the caption counts what the badges say
+    assert caption.endswith(": " + ", ".join(f"{n} {kind}" for kind in ("added", "removed", "edited", "moved")
+                                             if (n := sum(kind in b for b in badges))))
     assert all("added" in c.markdown[0].value or "edited" in c.markdown[0].value or "removed" in c.markdown[0].value
                or "moved" in c.markdown[0].value for c in at.chat_message)
 

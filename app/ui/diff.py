@@ -42,6 +42,7 @@ from lastgood.ui.tables import export_buttons, redact_frame
 
 MAX_CHOICES = 500
 MAX_MESSAGE_CHANGES = 500  # changed messages drawn one by one (the export has every change)
+MESSAGE_KINDS = {"add": "added", "remove": "removed", "edit": "edited", "move": "moved"}  # a message change, as shown
 CONTEXT_SHOWN = 20  # unchanged messages listed inside one collapsed group
 MAX_TREE_ROWS = 2000
 AUTO_TENSOR_BYTES = 512 * 2**20  # two training checkpoints this small are compared tensor by tensor at once
@@ -340,7 +341,7 @@ def render_conversation_changes(view: DiffView) -> None:
     items = view.conversation or []
     changed = [i for i in items if isinstance(i, shown_changes.Message)]
     st.markdown(f"**Conversation** · {code('/'.join(view.messages_path))} · {view.messages_b:,} "
-                f"message(s) in B, {len(changed):,} changed")
+                f"message(s) in B{message_counts(changed)}")
     whole = next((c for c in view.result["changes"]  # the list, or a dict above it, is on one side only
                   if c["path"] == prefix or prefix.startswith(c["path"] + "/")), None)
     if whole is not None and not changed:  # the list itself appeared, went or changed type
@@ -362,8 +363,15 @@ def render_conversation_changes(view: DiffView) -> None:
         st.caption(f"{len(changed) - drawn:,} more changed messages: export the JSON for all.")
 
 
+def message_counts(changed: list[shown_changes.Message]) -> str:
+    """``": 2 added, 1 edited"`` (in the order added, removed, edited, moved), or ``""`` for none."""
+    kinds = [m.kind for m in changed]
+    parts = [f"{kinds.count(kind):,} {label}" for kind, label in MESSAGE_KINDS.items() if kind in kinds]
+    return ": " + ", ".join(parts) if parts else ""
+
+
 def _render_message(m: shown_changes.Message) -> None:
-    label = {"add": "added", "remove": "removed", "edit": "edited", "move": "moved"}[m.kind]
+    label = MESSAGE_KINDS[m.kind]
     where = f"#{m.index} in A" if m.kind == "remove" else f"#{m.index}"
     if m.kind == "move" and m.moved_from:
         where = f"#{m.moved_from.rsplit('/', 1)[-1]} in A → #{m.index} in B (same message, another position)"
