@@ -507,3 +507,18 @@ def test_on_postgres_a_row_rewritten_in_place_is_seen_by_a_reader_that_read_its_
         assert reader.load_state(record)["state"]["edited_in_place"] == 1
         adk.sql(url, "UPDATE sessions SET state = state || '{\"by_hand\": 2}' WHERE id = ?", (adk.ALICE_ORDERS,))
         assert reader.load_state(record)["state"]["by_hand"] == 2
+
+
+@pytest.mark.parametrize(("value", "said"), [("json('[1, 2]')", "is an array"), ("'x'", "is a string"),
+                                             ("7", "is a number")])
+def test_a_state_delta_that_is_not_an_object_is_named_in_plain_words(store: str, value: str, said: str) -> None:
+    from lastgood.readers.base import CheckpointRecord
+
+    event = _event_id(store, adk.ALICE_ORDERS, 2)
+    adk.sql(store, f"UPDATE events SET event_data = json_set(event_data, '$.actions.state_delta', {value}) WHERE id = ?",
+            (event,))
+    with _open(store) as reader:
+        found = list(reader.check_checkpoints([CheckpointRecord(run_id=adk.ALICE_ORDERS, checkpoint_id=event)],
+                                              read_data=True))
+    assert [f.check for f in found] == [Check.STATE_REPLAY]
+    assert f"actions.state_delta {said}, not an object" in found[0].message

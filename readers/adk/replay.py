@@ -240,8 +240,14 @@ def check_event(data: SessionData, position: int) -> None:
     if event.delta is INVALID:
         from lastgood.checks import Check
 
-        raise DecodeError(f"actions.state_delta is a {event.delta_kind}, not an object: the session state "
-                          "does not replay at this event", Check.STATE_REPLAY)
+        kind = JSON_KINDS.get(str(event.delta_kind), str(event.delta_kind))
+        raise DecodeError(f"actions.state_delta is {'an' if kind[:1] in 'aeiou' else 'a'} {kind}, not an object: "
+                          "the session state does not replay at this event", Check.STATE_REPLAY)
+
+
+# a JSON value's kind as SQLite (json_type), PostgreSQL (jsonb_typeof) or Python (type name) names it -> one word
+JSON_KINDS = {"text": "string", "str": "string", "integer": "number", "real": "number", "int": "number",
+              "float": "number", "true": "boolean", "false": "boolean", "bool": "boolean", "list": "array"}
 
 
 def state_at(data: SessionData, position: int) -> dict[str, Any]:
