@@ -55,8 +55,7 @@ SHARED_IDS_SQL = """SELECT session_id FROM (SELECT DISTINCT app_name, user_id, s
   UNION SELECT id FROM sessions GROUP BY id HAVING count(*) > 1"""
 SESSION_FIND_SQL = """SELECT app_name, user_id, id FROM sessions
   WHERE id = %(r)s OR app_name || ':' || user_id || ':' || id = %(r)s"""
-FIND_SQL = """SELECT app_name, user_id, id FROM sessions
-  WHERE id = %(r)s OR app_name || ':' || user_id || ':' || id = %(r)s
+FIND_SQL = SESSION_FIND_SQL + """
   UNION SELECT DISTINCT app_name, user_id, session_id FROM events
   WHERE session_id = %(r)s OR app_name || ':' || user_id || ':' || session_id = %(r)s"""
 _DELTA = "event_data #> '{actions,state_delta}'"
