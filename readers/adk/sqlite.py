@@ -128,8 +128,8 @@ class AdkSqliteReader(AdkReader):
         by SQL scans every event: 60 ms a session on 100,000 events, minutes for a data check)."""
         stamp = file_stamp(self.path)
         with self._lock:
-            known = self._run_keys if self._run_keys_stamp == stamp else None
-        if known is None:
+            current, known = self._run_keys_stamp == stamp, self._run_keys
+        if not current:  # read once per state of the files (None: too many to hold, looked up one by one)
             with self._read() as conn:
                 known = run_keys(conn)
             with self._lock:
