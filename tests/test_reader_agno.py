@@ -304,35 +304,30 @@ def test_a_session_row_that_is_not_utf8_makes_each_of_its_runs_unreadable(store:
     assert all("agno_sessions.session_data is not UTF-8 text" in f.message for f in found)
 
 
-def test_a_data_check_reads_each_session_once_and_a_write_is_seen(store: str) -> None:
-    """A data check loads the state of each run of a session in turn: the session's runs (and the
-    bytes of their run_data) are read once while the file is unchanged, and again after a write."""
-    records = [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(store, agno.CART1, i)) for i in range(5)]
-    with _open(store) as reader:
+def _reads_each_session_once_then_sees_a_write(url: str, read: str) -> None:
+    """Two data checks of CART1's runs, a run broken between them: the reader's ``read`` method
+    is called once per check (not once per run), and the second check finds the broken run."""
+    records = [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(url, agno.CART1, i)) for i in range(5)]
+    with _open(url) as reader:
         reads: list[str] = []
-        real = reader._read_session_runs
-        reader._read_session_runs = lambda session: reads.append(session) or real(session)
+        real = getattr(reader, read)
+        setattr(reader, read, lambda session: reads.append(session) or real(session))
         assert not list(reader.check_checkpoints(records, read_data=True))
         assert reads == [agno.CART1]
-        agno.sql(store, "UPDATE agno_runs SET run_data = '[1]' WHERE run_id = ?", (records[2].checkpoint_id,))
+        agno.sql(url, "UPDATE agno_runs SET run_data = '[1]' WHERE run_id = ?", (records[2].checkpoint_id,))
         found = list(reader.check_checkpoints(records, read_data=True))
     assert reads == [agno.CART1, agno.CART1]
     assert [f.checkpoint_id for f in found] == [records[2].checkpoint_id]
+
+
+def test_a_data_check_reads_each_session_once_and_a_write_is_seen(store: str) -> None:
+    """A data check loads the state of each run of a session in turn: the session's runs (and the
+    bytes of their run_data) are read once while the file is unchanged, and again after a write."""
+    _reads_each_session_once_then_sees_a_write(store, "_read_session_runs")
 
 
 @pytest.mark.postgres
 def test_on_postgres_a_data_check_reads_each_session_once_a_batch(pg_create_database: Callable[[str], str]) -> None:
     """On PostgreSQL nothing tells cheaply whether a session changed: one batch of checks reads a
     session's runs once (not once per run), and the next batch reads them again and sees a write."""
-    dsn = agno.postgres_store(pg_create_database("agno_batch"))
-    records = [CheckpointRecord(run_id=agno.CART1, checkpoint_id=_run_id(dsn, agno.CART1, i)) for i in range(5)]
-    with _open(dsn) as reader:
-        reads: list[str] = []
-        real = reader._session_runs
-        reader._session_runs = lambda session: reads.append(session) or real(session)
-        assert not list(reader.check_checkpoints(records, read_data=True))
-        assert reads == [agno.CART1]
-        agno.sql(dsn, "UPDATE agno_runs SET run_data = '[1]' WHERE run_id = ?", (records[2].checkpoint_id,))
-        found = list(reader.check_checkpoints(records, read_data=True))
-    assert reads == [agno.CART1, agno.CART1]
-    assert [f.checkpoint_id for f in found] == [records[2].checkpoint_id]
+    _reads_each_session_once_then_sees_a_write(agno.postgres_store(pg_create_database("agno_batch")), "_session_runs")
